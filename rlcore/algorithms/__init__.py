@@ -1,0 +1,7 @@
+"""Learning algorithms and the factory that builds them from a config."""
+
+from rlcore.algorithms.distillation import Distillation
+from rlcore.algorithms.factory import construct_algorithm
+from rlcore.algorithms.ppo import PPO
+
+__all__ = ["Distillation", "PPO", "construct_algorithm"]

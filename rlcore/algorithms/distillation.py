@@ -1,0 +1,241 @@
+"""Teacher-student distillation (DAgger-style behaviour cloning).
+
+The student acts (stochastically, so it visits the states its own mistakes lead to); a frozen teacher,
+which may see privileged observations, labels the same observations with its actions. The update
+regresses the student's mean action on the teacher's, replaying the rollout in time order so that a
+recurrent student is trained through its memory with truncated back-propagation windows of
+``gradient_length`` steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn as nn
+from tensordict import TensorDict
+
+from rlcore.env import VecEnv
+from rlcore.models import MLPModel
+from rlcore.modules import HiddenState
+from rlcore.storage import RolloutStorage
+from rlcore.utils.distributed import all_reduce_mean_grads, broadcast_tensors
+
+_LOSSES = {"mse": nn.functional.mse_loss, "huber": nn.functional.huber_loss}
+
+
+class Distillation:
+    """Behaviour cloning of a frozen teacher into a (possibly recurrent) student.
+
+    Args:
+        student: stochastic student model (obs set "student").
+        teacher: teacher model (obs set "teacher"), loaded from a PPO checkpoint's actor and frozen.
+        storage: rollout storage of type "distillation".
+        num_learning_epochs: replays of the rollout per update.
+        gradient_length: steps accumulated per optimiser step (truncated BPTT window). A last,
+            shorter window at the end of an epoch is applied too.
+        learning_rate, max_grad_norm, optimizer: optimisation settings.
+        loss_type: "mse" or "huber".
+        use_mixed_precision / use_bf16: bf16 autocast for the student's forward passes.
+    """
+
+    def __init__(
+        self,
+        student: MLPModel,
+        teacher: MLPModel,
+        storage: RolloutStorage,
+        num_learning_epochs: int = 1,
+        gradient_length: int = 15,
+        learning_rate: float = 1e-3,
+        max_grad_norm: float | None = None,
+        optimizer: str = "adam",
+        loss_type: str = "mse",
+        use_mixed_precision: bool = False,
+        use_bf16: bool = False,
+        device: str = "cpu",
+        multi_gpu_cfg: dict | None = None,
+        grad_reduce_bucket_mb: float = 25.0,
+        rnd_cfg: dict | None = None,
+        symmetry_cfg: dict | None = None,
+    ) -> None:
+        if rnd_cfg is not None or symmetry_cfg is not None:
+            raise ValueError("Distillation does not support the RND or symmetry extensions; use algorithm=ppo.")
+        if loss_type not in _LOSSES:
+            raise ValueError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
+        if student.distribution is None:
+            raise ValueError("The distillation student needs a distribution_cfg (it acts stochastically).")
+        if int(gradient_length) < 1:
+            raise ValueError(f"gradient_length must be >= 1, got {gradient_length}.")
+        from rlcore.algorithms.ppo import _make_optimizer
+
+        self.device = device
+        self.student, self.teacher, self.storage = student, teacher, storage
+        self.teacher.eval()
+        for p in self.teacher.parameters():
+            p.requires_grad_(False)
+        self.teacher_loaded = False
+        self.num_learning_epochs, self.gradient_length = num_learning_epochs, int(gradient_length)
+        self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
+        self.loss_fn = _LOSSES[loss_type]
+        self.use_bf16 = bool(use_bf16 or use_mixed_precision)
+        self.is_multi_gpu = multi_gpu_cfg is not None and int(multi_gpu_cfg.get("world_size", 1)) > 1
+        self.grad_reduce_bucket_mb = grad_reduce_bucket_mb
+        self.optimizer = _make_optimizer(optimizer, list(student.parameters()), learning_rate)
+        self.transition = RolloutStorage.Transition()
+        # Recurrent states at the start of the current rollout, to replay it in the update.
+        self.rollout_start_states: tuple[HiddenState, HiddenState] = (None, None)
+        self._rollout_started = False
+
+    # ====================================================================== collection
+    def act(self, obs: TensorDict) -> torch.Tensor:
+        """Student samples actions ``[N, A]``; the teacher labels the same observations."""
+        if not self._rollout_started:
+            self.rollout_start_states = (_clone(self.student.get_hidden_state()), _clone(self.teacher.get_hidden_state()))
+            self._rollout_started = True
+        t = self.transition
+        t.actions = self.student(obs, stochastic_output=True).detach()
+        with torch.no_grad():
+            t.privileged_actions = self.teacher(obs)
+        t.observations = obs
+        return t.actions
+
+    def process_env_step(self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict) -> None:
+        t = self.transition
+        t.rewards, t.dones = rewards, dones
+        self.storage.add_transition(t)
+        t.clear()
+        self.student.reset(dones)
+        self.teacher.reset(dones)
+
+    def compute_returns(self, obs: TensorDict) -> None:
+        """Nothing to compute: behaviour cloning needs no returns (kept for the common algorithm API)."""
+
+    # ====================================================================== update
+    def update(self) -> dict[str, float]:
+        """Replay the rollout ``num_learning_epochs`` times; step the optimiser every ``gradient_length`` steps."""
+        end_states = (_clone(self.student.get_hidden_state()), _clone(self.teacher.get_hidden_state()))
+        autocast = (torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
+                    if self.use_bf16 else contextlib.nullcontext())
+        total, count = 0.0, 0
+        for _ in range(self.num_learning_epochs):
+            self.student.reset(hidden_state=_clone(self.rollout_start_states[0]))
+            window_loss, window_len = 0.0, 0
+            for batch in self.storage.generator():
+                with autocast:
+                    actions = self.student(batch.observations)
+                    loss = self.loss_fn(actions.float(), batch.privileged_actions)
+                window_loss = window_loss + loss
+                window_len += 1
+                total += loss.item()
+                count += 1
+                if window_len == self.gradient_length:
+                    self._step(window_loss / window_len)
+                    window_loss, window_len = 0.0, 0
+                dones = batch.dones.reshape(-1).bool()
+                self.student.reset(dones)
+                self.student.detach_hidden_state(dones)
+            if window_len > 0:  # the last, partial window counts too
+                self._step(window_loss / window_len)
+        # Continue collecting from where the rollout left off; the next rollout starts there.
+        self.student.reset(hidden_state=end_states[0])
+        self.teacher.reset(hidden_state=end_states[1])
+        self._rollout_started = False
+        sync = self.is_multi_gpu
+        self.student.update_normalization(self.storage.observations, sync=sync)
+        self.storage.clear()
+        return {"behavior": total / max(count, 1), "learning_rate": self.learning_rate}
+
+    def _step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = list(self.student.parameters())
+        if self.is_multi_gpu:
+            all_reduce_mean_grads(params, self.grad_reduce_bucket_mb)
+        if self.max_grad_norm:
+            nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+        self.optimizer.step()
+        self.student.detach_hidden_state()
+
+    # ====================================================================== modes, policy, persistence
+    def train_mode(self) -> None:
+        self.student.train()
+        self.teacher.eval()  # frozen: its normaliser never updates
+
+    def eval_mode(self) -> None:
+        self.student.eval()
+        self.teacher.eval()
+
+    def get_policy(self) -> MLPModel:
+        return self.student
+
+    def update_normalization(self, obs: TensorDict) -> None:
+        """Merge observations into the student's normaliser (the teacher's statistics are frozen)."""
+        self.student.update_normalization(obs, sync=self.is_multi_gpu)
+
+    def save(self) -> dict:
+        return {
+            "student_state_dict": self.student.state_dict(),
+            "teacher_state_dict": self.teacher.state_dict(),
+            "optimizer_state_dict": self.optimizer.state_dict(),
+            "learning_rate": self.learning_rate,
+        }
+
+    def load(self, state: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
+        """Load a distillation checkpoint (student, teacher, optimiser: a full resume), or a PPO checkpoint,
+        whose actor becomes the teacher. Returns whether the iteration counter should be restored."""
+        is_ppo = "actor_state_dict" in state and "student_state_dict" not in state
+        if load_cfg is None:
+            load_cfg = {"teacher": True} if is_ppo else {"student": True, "teacher": True, "optimizer": True}
+        if load_cfg.get("teacher"):
+            teacher_state = state["actor_state_dict"] if is_ppo else state["teacher_state_dict"]
+            load_model_state(self.teacher, teacher_state, "teacher", strict)
+            self.teacher_loaded = True
+        if load_cfg.get("student"):
+            load_model_state(self.student, state["student_state_dict"], "student", strict)
+        if load_cfg.get("optimizer") and "optimizer_state_dict" in state:
+            self.optimizer.load_state_dict(state["optimizer_state_dict"])
+        return bool(load_cfg.get("student") and load_cfg.get("optimizer"))
+
+    def broadcast_parameters(self) -> None:
+        broadcast_tensors(t for m in (self.student, self.teacher) for t in m.state_dict().values())
+
+    def reduce_parameters(self) -> None:
+        all_reduce_mean_grads(list(self.student.parameters()), self.grad_reduce_bucket_mb)
+
+    @staticmethod
+    def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str) -> Distillation:
+        from rlcore.algorithms.factory import construct_distillation
+
+        return construct_distillation(obs, env, cfg, device)
+
+
+def load_model_state(model: nn.Module, state: dict, name: str, strict: bool = True) -> None:
+    """``load_state_dict`` with one clear line on mismatch: which keys are missing, unexpected or mis-shaped.
+
+    A PPO actor's distribution parameters (its std) are ignored when the target model has no distribution.
+    """
+    own = model.state_dict()
+    state = {k: v for k, v in state.items() if k in own or not k.startswith("distribution.")}
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+              for k in own if k in state and tuple(state[k].shape) != tuple(own[k].shape)]
+    if shapes or (strict and (missing or unexpected)):
+        parts = []
+        if shapes:
+            parts.append("shape mismatch " + "; ".join(shapes[:4]) + (" ..." if len(shapes) > 4 else ""))
+        if missing:
+            parts.append(f"missing in checkpoint {missing[:6]}")
+        if unexpected:
+            parts.append(f"not in model {unexpected[:6]}")
+        raise ValueError(f"Checkpoint does not match the {name} model ({type(model).__name__}): " + "; ".join(parts)
+                         + ". Check the model type, sizes and obs_groups against the run that wrote it.")
+    model.load_state_dict(state, strict=strict)
+
+
+def _clone(state: HiddenState) -> HiddenState:
+    if state is None:
+        return None
+    if isinstance(state, tuple):
+        return tuple(s.detach().clone() for s in state)  # type: ignore[return-value]
+    return state.detach().clone()

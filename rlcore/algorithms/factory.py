@@ -1,0 +1,86 @@
+"""Build an algorithm, its models, storage and extensions from the rsl_rl 5.x-style nested train config.
+
+The config (a plain dict; Hydra configs resolve to the same dict) looks like::
+
+    {"num_steps_per_env": 24, "obs_groups": {"actor": ["policy"], "critic": ["policy", "privileged"]},
+     "actor": {"class_name": "MLPModel", "hidden_dims": [512, 256, 128], "obs_normalization": True,
+               "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+     "critic": {"class_name": "MLPModel", "hidden_dims": [512, 256, 128]},
+     "algorithm": {"class_name": "PPO", "learning_rate": 1e-3, "rnd_cfg": None, "symmetry_cfg": None}}
+"""
+
+from __future__ import annotations
+
+
+from tensordict import TensorDict
+
+from rlcore.env import VecEnv
+from rlcore.storage import RolloutStorage
+from rlcore.utils.config import resolve_class, resolve_obs_groups
+
+
+def _extension_cfgs(alg_cfg: dict, obs: TensorDict, obs_groups: dict, env: VecEnv) -> dict:
+    """Fill the RND and symmetry configs with what they need from the env and observations."""
+    rnd_cfg = alg_cfg.get("rnd_cfg")
+    if rnd_cfg is not None:
+        rnd_cfg = dict(rnd_cfg)
+        rnd_cfg["obs_groups"] = list(obs_groups["rnd_state"])
+        rnd_cfg["num_states"] = sum(int(obs[g].shape[-1]) for g in rnd_cfg["obs_groups"])
+        # Intrinsic-reward weight is per environment step: scale by the control period like rsl_rl.
+        dt = getattr(env, "step_dt", None) or getattr(env, "dt", None)
+        rnd_cfg.setdefault("step_dt", float(dt) if dt is not None else 1.0)
+        alg_cfg["rnd_cfg"] = rnd_cfg
+    sym_cfg = alg_cfg.get("symmetry_cfg")
+    if sym_cfg is not None:
+        sym_cfg = dict(sym_cfg)
+        sym_cfg["env"] = env
+        alg_cfg["symmetry_cfg"] = sym_cfg
+    return alg_cfg
+
+
+def construct_ppo(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
+    """PPO from ``cfg``; ``cfg["obs_groups"]`` is replaced by its resolved form."""
+    alg_class, alg_cfg = resolve_class(cfg["algorithm"])
+    actor_class, actor_cfg = resolve_class(cfg["actor"])
+    critic_class, critic_cfg = resolve_class(cfg["critic"])
+    required = ["actor", "critic"] + (["rnd_state"] if alg_cfg.get("rnd_cfg") is not None else [])
+    cfg["obs_groups"] = resolve_obs_groups(obs, cfg.get("obs_groups"), required)
+    alg_cfg = _extension_cfgs(alg_cfg, obs, cfg["obs_groups"], env)
+
+    actor = actor_class(obs, cfg["obs_groups"], "actor", env.num_actions, **actor_cfg).to(device)
+    if alg_cfg.pop("share_cnn_encoders", False):
+        critic_cfg["cnns"] = actor.cnns
+    critic = critic_class(obs, cfg["obs_groups"], "critic", 1, **critic_cfg).to(device)
+    storage = RolloutStorage("rl", env.num_envs, int(cfg["num_steps_per_env"]), obs, [env.num_actions], device)
+    return alg_class(actor, critic, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), **alg_cfg)
+
+
+def construct_distillation(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
+    """Distillation (student + frozen teacher) from ``cfg``."""
+    alg_class, alg_cfg = resolve_class(cfg["algorithm"])
+    for ext in ("rnd_cfg", "symmetry_cfg"):
+        if alg_cfg.get(ext) is not None:
+            raise ValueError(f"Distillation does not support the {ext[:-4].upper() if ext == 'rnd_cfg' else 'symmetry'}"
+                             f" extension ({ext} is set); remove it or use algorithm=ppo.")
+        alg_cfg.pop(ext, None)
+    student_class, student_cfg = resolve_class(cfg["student"])
+    teacher_class, teacher_cfg = resolve_class(cfg["teacher"])
+    cfg["obs_groups"] = resolve_obs_groups(obs, cfg.get("obs_groups"), ["student", "teacher"])
+    student = student_class(obs, cfg["obs_groups"], "student", env.num_actions, **student_cfg).to(device)
+    teacher = teacher_class(obs, cfg["obs_groups"], "teacher", env.num_actions, **teacher_cfg).to(device)
+    storage = RolloutStorage("distillation", env.num_envs, int(cfg["num_steps_per_env"]), obs, [env.num_actions],
+                             device)
+    return alg_class(student, teacher, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), **alg_cfg)
+
+
+def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
+    """Build the algorithm named by ``cfg["algorithm"]["class_name"]`` (PPO or Distillation)."""
+    cfg = cfg if isinstance(cfg, dict) else dict(cfg)
+    alg_class, _ = resolve_class(cfg["algorithm"])
+    builder = getattr(alg_class, "construct_algorithm", None)
+    if builder is None:
+        raise ValueError(f"{alg_class.__name__} has no construct_algorithm(obs, env, cfg, device).")
+    return builder(obs, env, cfg, device)
+
+
+__all__ = ["construct_algorithm", "construct_distillation", "construct_ppo"]

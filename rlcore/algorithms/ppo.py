@@ -1,0 +1,439 @@
+"""Proximal Policy Optimization (Schulman et al., 2017), read top to bottom.
+
+One iteration, as the runner drives it::
+
+    for t in range(T):                     # collection, under torch.inference_mode
+        a_t = ppo.act(obs_t)               # sample a ~ pi(.|o_t); store o_t, a_t, V(o_t), log pi(a_t|o_t), dist params
+        obs, r, done, extras = env.step(a_t)
+        ppo.process_env_step(obs, r, done, extras)   # store r_t (+ bootstrap of time-outs), done_t
+    ppo.compute_returns(obs_T)             # GAE(gamma, lambda) -> advantages A_t and return targets R_t
+    losses = ppo.update()                  # K epochs x M mini-batches of the clipped objective
+
+Tensors: observations are ``TensorDict[N]`` of groups; storage buffers are ``[T, N, ...]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from itertools import chain
+
+import torch
+import torch.nn as nn
+from tensordict import TensorDict
+
+from rlcore.env import VecEnv
+from rlcore.models import MLPModel
+from rlcore.modules import EmpiricalDiscountedVariationNormalization
+from rlcore.storage import RolloutStorage
+from rlcore.utils.distributed import all_reduce_mean_grads, broadcast_tensors, is_distributed
+
+LR_MIN, LR_MAX = 1e-5, 1e-2
+"""Bounds of the adaptive-KL learning rate."""
+
+
+class PPO:
+    """PPO with GAE, clipped surrogate, (clipped) value loss, entropy bonus and an adaptive-KL learning rate.
+
+    Args:
+        actor: stochastic policy model (has a distribution).
+        critic: value model with output dim 1.
+        storage: rollout storage of type "rl".
+        num_learning_epochs: K passes over the rollout per update.
+        num_mini_batches: M mini-batches per epoch.
+        clip_param: epsilon of the clipped ratio (and of the value clipping).
+        gamma, lam: discount and GAE lambda.
+        value_loss_coef, entropy_coef: loss weights.
+        learning_rate: initial learning rate.
+        max_grad_norm: global gradient-norm clip.
+        optimizer: "adam", "adamw", "sgd" or "rmsprop".
+        use_clipped_value_loss: clip V around the rollout's value like the policy ratio.
+        schedule: "adaptive" (KL-driven learning rate) or "fixed".
+        desired_kl: target KL for the adaptive schedule.
+        normalize_advantage_per_mini_batch: normalise advantages per mini-batch instead of over the rollout.
+        reshuffle_each_epoch: new permutation of the transitions every epoch (feed-forward models).
+        reward_normalization: divide rewards by the running std of the discounted return.
+        use_mixed_precision / use_bf16: run forward passes of the update under bf16 autocast.
+        torch_compile: compile the models' MLP heads with ``torch.compile``.
+        rnd_cfg, symmetry_cfg: extension configs (see rlcore.extensions).
+        multi_gpu_cfg: ``{"global_rank", "local_rank", "world_size"}`` when launched by torchrun.
+        grad_reduce_bucket_mb: size of the gradient all-reduce buckets.
+    """
+
+    actor: MLPModel
+    critic: MLPModel
+
+    def __init__(
+        self,
+        actor: MLPModel,
+        critic: MLPModel,
+        storage: RolloutStorage,
+        num_learning_epochs: int = 5,
+        num_mini_batches: int = 4,
+        clip_param: float = 0.2,
+        gamma: float = 0.99,
+        lam: float = 0.95,
+        value_loss_coef: float = 1.0,
+        entropy_coef: float = 0.01,
+        learning_rate: float = 1e-3,
+        max_grad_norm: float = 1.0,
+        optimizer: str = "adam",
+        use_clipped_value_loss: bool = True,
+        schedule: str = "adaptive",
+        desired_kl: float = 0.01,
+        normalize_advantage_per_mini_batch: bool = False,
+        reshuffle_each_epoch: bool = True,
+        reward_normalization: bool = False,
+        use_mixed_precision: bool = False,
+        use_bf16: bool = False,
+        torch_compile: bool = False,
+        device: str = "cpu",
+        rnd_cfg: dict | None = None,
+        symmetry_cfg: dict | None = None,
+        multi_gpu_cfg: dict | None = None,
+        grad_reduce_bucket_mb: float = 25.0,
+    ) -> None:
+        if schedule not in ("adaptive", "fixed"):
+            raise ValueError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
+        if actor.distribution is None:
+            raise ValueError("PPO's actor needs a distribution_cfg (a stochastic policy).")
+        self.device = device
+        self.actor, self.critic, self.storage = actor, critic, storage
+        self.num_learning_epochs, self.num_mini_batches = num_learning_epochs, num_mini_batches
+        self.clip_param, self.gamma, self.lam = clip_param, gamma, lam
+        self.value_loss_coef, self.entropy_coef = value_loss_coef, entropy_coef
+        self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
+        self.use_clipped_value_loss, self.schedule, self.desired_kl = use_clipped_value_loss, schedule, desired_kl
+        self.normalize_advantage_per_mini_batch = normalize_advantage_per_mini_batch
+        self.reshuffle_each_epoch = reshuffle_each_epoch
+        self.use_bf16 = bool(use_bf16 or use_mixed_precision)
+        self.multi_gpu_cfg = multi_gpu_cfg
+        self.grad_reduce_bucket_mb = grad_reduce_bucket_mb
+        self.is_multi_gpu = multi_gpu_cfg is not None and int(multi_gpu_cfg.get("world_size", 1)) > 1
+        self.gpu_global_rank = int(multi_gpu_cfg.get("global_rank", 0)) if multi_gpu_cfg else 0
+
+        # Extensions (imported here: they are optional and configured by dicts).
+        self.rnd = None
+        if rnd_cfg is not None:
+            from rlcore.extensions.rnd import RandomNetworkDistillation
+
+            self.rnd = RandomNetworkDistillation(device=device, **rnd_cfg)
+        self.symmetry = None
+        if symmetry_cfg is not None:
+            from rlcore.extensions.symmetry import Symmetry
+
+            if actor.is_recurrent or critic.is_recurrent:
+                raise ValueError("The symmetry extension does not support recurrent models (model=rnn); "
+                                 "use an MLP or CNN model with extension=symmetry.")
+            self.symmetry = Symmetry(**symmetry_cfg)
+
+        self.reward_normalizer = (
+            EmpiricalDiscountedVariationNormalization(gamma=gamma).to(device) if reward_normalization else None
+        )
+
+        # One optimiser over actor and critic; a CNN encoder shared by both appears once.
+        self.optimizer = _make_optimizer(optimizer, _unique_params(actor, critic), learning_rate)
+        if torch_compile:
+            self.actor.mlp.compile()
+            self.critic.mlp.compile()
+
+        self.transition = RolloutStorage.Transition()
+        self.intrinsic_rewards: torch.Tensor | None = None
+        self.is_recurrent = actor.is_recurrent or critic.is_recurrent
+
+    # ====================================================================== collection
+    def act(self, obs: TensorDict) -> torch.Tensor:
+        """Sample actions ``[N, A]`` for observations ``obs`` and record what the update will need."""
+        t = self.transition
+        if self.is_recurrent:  # the state *entering* this step, so updates can replay from trajectory starts
+            t.hidden_states = (self.actor.get_hidden_state(), self.critic.get_hidden_state())
+        t.actions = self.actor(obs, stochastic_output=True)
+        t.actions_log_prob = self.actor.get_output_log_prob(t.actions)
+        t.distribution_params = self.actor.output_distribution_params
+        t.values = self.critic(obs)
+        t.observations = obs
+        return t.actions
+
+    def process_env_step(
+        self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict
+    ) -> None:
+        """Record the step's rewards and dones; fold the time-out bootstrap into the reward.
+
+        A time-out is not a terminal state: the return continues past the cut, so we add
+        ``gamma * V(s_final)`` to the last reward, with ``s_final`` the state reached before the reset
+        (``extras["final_observations"]``), or V of the step's own observation when the env does not
+        provide it (rsl_rl's approximation). GAE then treats every done as the end of the episode.
+        """
+        t = self.transition
+        rewards = rewards.float()
+        if self.reward_normalizer is not None:
+            rewards = self.reward_normalizer(rewards, dones)
+        if self.rnd is not None:  # exploration bonus; kept for logging
+            self.intrinsic_rewards = self.rnd.get_intrinsic_reward(obs)
+            rewards = rewards + self.intrinsic_rewards
+        time_outs = extras.get("time_outs")
+        if time_outs is not None:
+            time_outs = time_outs.to(self.device).bool().reshape(-1)
+            final_obs = extras.get("final_observations")
+            if final_obs is not None:
+                bootstrap = self._peek_values(final_obs.to(self.device))
+            else:
+                bootstrap = t.values
+            rewards = rewards + self.gamma * bootstrap.squeeze(-1) * time_outs
+        t.rewards = rewards
+        t.dones = dones
+        self.storage.add_transition(t)
+        t.clear()
+        self.actor.reset(dones)
+        self.critic.reset(dones)
+
+    def _peek_values(self, obs: TensorDict) -> torch.Tensor:
+        """V(obs) ``[N, 1]`` without advancing a recurrent critic's carried state."""
+        if not self.critic.is_recurrent:
+            return self.critic(obs)
+        state = self.critic.get_hidden_state()
+        values = self.critic(obs)
+        self.critic.reset(hidden_state=state)
+        return values
+
+    def compute_returns(self, obs: TensorDict) -> None:
+        """Generalised Advantage Estimation over the rollout (Schulman et al., 2016).
+
+        ``delta_t = r_t + gamma * V(s_{t+1}) * (1 - done_t) - V(s_t)``
+        ``A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}``,   ``R_t = A_t + V(s_t)`` (value target).
+        ``(1 - done_t)`` stops both the bootstrap and the recursion at an episode end, so GAE never crosses
+        into the next episode (time-outs were already bootstrapped in ``process_env_step``).
+        Advantages are normalised after the return target is built from the raw ones.
+        """
+        st = self.storage
+        last_values = self._peek_values(obs).detach()
+        advantage = torch.zeros_like(last_values)
+        for step in reversed(range(st.num_transitions_per_env)):
+            next_values = last_values if step == st.num_transitions_per_env - 1 else st.values[step + 1]
+            not_done = 1.0 - st.dones[step].float()
+            delta = st.rewards[step] + self.gamma * next_values * not_done - st.values[step]
+            advantage = delta + self.gamma * self.lam * not_done * advantage
+            st.returns[step] = advantage + st.values[step]
+        st.advantages.copy_(st.returns - st.values)
+        if not self.normalize_advantage_per_mini_batch:
+            st.advantages.copy_(_normalize(st.advantages))
+
+    # ====================================================================== update
+    def update(self) -> dict[str, float]:
+        """K epochs x M mini-batches of the PPO loss; returns the mean of each loss term."""
+        sums = {"value": 0.0, "surrogate": 0.0, "entropy": 0.0, "kl": 0.0}
+        if self.rnd is not None:
+            sums["rnd"] = 0.0
+        if self.symmetry is not None and self.symmetry.use_mirror_loss:
+            sums["symmetry"] = 0.0
+        if self.is_recurrent:
+            batches = self.storage.recurrent_mini_batch_generator(self.num_mini_batches, self.num_learning_epochs)
+        else:
+            batches = self.storage.mini_batch_generator(
+                self.num_mini_batches, self.num_learning_epochs, self.reshuffle_each_epoch
+            )
+        autocast = (torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
+                    if self.use_bf16 else contextlib.nullcontext())
+        num_updates = 0
+        for batch in batches:
+            obs, actions = batch.observations, batch.actions
+            advantages, returns = batch.advantages, batch.returns
+            old_values, old_log_prob = batch.values, batch.old_actions_log_prob.squeeze(-1)
+            old_params = batch.old_distribution_params
+            if self.normalize_advantage_per_mini_batch:
+                advantages = _normalize(advantages)
+            # Symmetry augmentation: mirrored copies of the mini-batch, labelled with mirrored actions.
+            n_orig = actions.shape[0]
+            if self.symmetry is not None and self.symmetry.use_data_augmentation:
+                obs, actions = self.symmetry.augment(obs, actions)
+                reps = actions.shape[0] // n_orig
+                old_log_prob, advantages, returns, old_values = (
+                    x.repeat(reps, *([1] * (x.dim() - 1))) for x in (old_log_prob, advantages, returns, old_values)
+                )
+
+            with autocast:
+                self.actor(obs, masks=batch.masks, hidden_state=batch.hidden_states[0], stochastic_output=True)
+                log_prob = self.actor.get_output_log_prob(actions).float()
+                values = self.critic(obs, masks=batch.masks, hidden_state=batch.hidden_states[1]).float()
+            new_params = self.actor.output_distribution_params
+            entropy = self.actor.output_entropy.float()
+            if actions.shape[0] != n_orig:  # augmented: KL against the rollout's params on the original part only
+                new_params = tuple(p[:n_orig] for p in new_params)
+
+            # Adaptive learning rate: shrink it when the policy moved too far (KL > 2 kl*), grow it when
+            # it barely moved (KL < kl*/2). Rank 0 decides; every rank applies the same value.
+            with torch.no_grad():
+                kl_mean = self.actor.get_kl_divergence(old_params, new_params).mean()
+            if self.schedule == "adaptive" and self.desired_kl is not None:
+                self._adapt_learning_rate(kl_mean)
+
+            # Clipped surrogate: L = E[max(-A r, -A clip(r, 1-eps, 1+eps))], r = pi/pi_old.
+            ratio = torch.exp(log_prob - old_log_prob)
+            adv = advantages.squeeze(-1)
+            surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - self.clip_param, 1.0 + self.clip_param))
+            surrogate_loss = surrogate.mean()
+
+            # Value loss, optionally clipped around the rollout's value estimate.
+            if self.use_clipped_value_loss:
+                clipped = old_values + (values - old_values).clamp(-self.clip_param, self.clip_param)
+                value_loss = torch.max((values - returns).square(), (clipped - returns).square()).mean()
+            else:
+                value_loss = (returns - values).square().mean()
+
+            loss = surrogate_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy.mean()
+
+            if self.symmetry is not None and self.symmetry.use_mirror_loss:
+                mirror_loss = self.symmetry.mirror_loss(self.actor, batch.observations)
+                loss = loss + self.symmetry.mirror_loss_coeff * mirror_loss
+                sums["symmetry"] += mirror_loss.item()
+
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.is_multi_gpu:
+                all_reduce_mean_grads(self._params(), self.grad_reduce_bucket_mb)
+            nn.utils.clip_grad_norm_(self._params(), self.max_grad_norm)
+            self.optimizer.step()
+
+            if self.rnd is not None:
+                sums["rnd"] += self.rnd.train_step(batch.observations, multi_gpu=self.is_multi_gpu)
+
+            sums["value"] += value_loss.item()
+            sums["surrogate"] += surrogate_loss.item()
+            sums["entropy"] += entropy.mean().item()
+            sums["kl"] += kl_mean.item()
+            num_updates += 1
+
+        # Normalisers learn from the whole rollout only now, so every mini-batch above saw the same
+        # statistics as the rollout did (the first ratio of the next update starts at exactly 1).
+        self.update_normalization(self.storage.observations)
+        self.storage.clear()
+        out = {k: v / max(num_updates, 1) for k, v in sums.items()}
+        out["learning_rate"] = self.learning_rate
+        return out
+
+    def _adapt_learning_rate(self, kl_mean: torch.Tensor) -> None:
+        if self.gpu_global_rank == 0:
+            if kl_mean > 2.0 * self.desired_kl:
+                self.learning_rate = max(LR_MIN, self.learning_rate / 1.5)
+            elif 0.0 < kl_mean < 0.5 * self.desired_kl:
+                self.learning_rate = min(LR_MAX, self.learning_rate * 1.5)
+        if self.is_multi_gpu:
+            lr = torch.tensor([self.learning_rate], device=self.device, dtype=torch.float64)
+            torch.distributed.broadcast(lr, src=0)
+            self.learning_rate = float(lr.item())
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate
+
+    def update_normalization(self, obs: TensorDict) -> None:
+        """Merge observations (``[T, N]`` or ``[N]``) into every normaliser (pooled over ranks when distributed)."""
+        sync = self.is_multi_gpu
+        self.actor.update_normalization(obs, sync=sync)
+        self.critic.update_normalization(obs, sync=sync)
+        if self.rnd is not None:
+            self.rnd.update_normalization(obs, sync=sync)
+
+    # ====================================================================== modes, policy, persistence
+    def _params(self) -> list[nn.Parameter]:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def train_mode(self) -> None:
+        self.actor.train()
+        self.critic.train()
+        if self.rnd is not None:
+            self.rnd.train()
+
+    def eval_mode(self) -> None:
+        self.actor.eval()
+        self.critic.eval()
+        if self.rnd is not None:
+            self.rnd.eval()
+
+    def get_policy(self) -> MLPModel:
+        """The actor (call it with ``stochastic_output=False`` for deployment actions)."""
+        return self.actor
+
+    def save(self) -> dict:
+        """State for a checkpoint: rsl_rl 5.x keys plus what an exact resume needs."""
+        state = {
+            "actor_state_dict": self.actor.state_dict(),
+            "critic_state_dict": self.critic.state_dict(),
+            "optimizer_state_dict": self.optimizer.state_dict(),
+            "learning_rate": self.learning_rate,
+        }
+        if self.reward_normalizer is not None:
+            state["reward_normalizer_state_dict"] = self.reward_normalizer.state_dict()
+        if self.rnd is not None:
+            state["rnd_state_dict"] = self.rnd.state_dict()
+            state["rnd_optimizer_state_dict"] = self.rnd.optimizer.state_dict()
+        return state
+
+    def load(self, state: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
+        """Restore from ``save()``'s dict. ``load_cfg`` picks parts: keys actor, critic, optimizer, rnd
+        (default: all). Returns whether the iteration counter should be restored (a full resume)."""
+        cfg = {"actor": True, "critic": True, "optimizer": True, "rnd": True, **(load_cfg or {})}
+        if cfg["actor"]:
+            self.actor.load_state_dict(state["actor_state_dict"], strict=strict)
+        if cfg["critic"] and "critic_state_dict" in state:
+            self.critic.load_state_dict(state["critic_state_dict"], strict=strict)
+        if cfg["optimizer"] and "optimizer_state_dict" in state:
+            self.optimizer.load_state_dict(state["optimizer_state_dict"])
+            self.learning_rate = float(state.get("learning_rate", self.optimizer.param_groups[0]["lr"]))
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.learning_rate
+        if self.reward_normalizer is not None and "reward_normalizer_state_dict" in state:
+            self.reward_normalizer.load_state_dict(state["reward_normalizer_state_dict"])
+        if cfg["rnd"] and self.rnd is not None and "rnd_state_dict" in state:
+            self.rnd.load_state_dict(state["rnd_state_dict"])
+            if "rnd_optimizer_state_dict" in state:
+                self.rnd.optimizer.load_state_dict(state["rnd_optimizer_state_dict"])
+        return all(cfg.values())
+
+    def broadcast_parameters(self) -> None:
+        """Copy rank 0's parameters and buffers (normalisers included) to every rank."""
+        modules = [self.actor, self.critic] + ([self.rnd] if self.rnd is not None else [])
+        broadcast_tensors(t for m in modules for t in m.state_dict().values())
+
+    def reduce_parameters(self) -> None:
+        """Average gradients over ranks (called after backward in distributed runs)."""
+        all_reduce_mean_grads(self._params(), self.grad_reduce_bucket_mb)
+
+    # ====================================================================== factory
+    @staticmethod
+    def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str) -> PPO:
+        """Build actor, critic, storage and extensions from the nested train config (see factory.py)."""
+        from rlcore.algorithms.factory import construct_ppo
+
+        return construct_ppo(obs, env, cfg, device)
+
+
+def _normalize(x: torch.Tensor) -> torch.Tensor:
+    """Zero mean, unit std over all elements (pooled over ranks when distributed)."""
+    if is_distributed():
+        from rlcore.utils.distributed import all_reduce_sum
+
+        stats = all_reduce_sum(torch.stack([x.sum(), x.square().sum(), torch.tensor(float(x.numel()), device=x.device)]))
+        mean = stats[0] / stats[2]
+        std = (stats[1] / stats[2] - mean.square()).clamp(min=0.0).sqrt()
+        return (x - mean) / (std + 1e-8)
+    return (x - x.mean()) / (x.std() + 1e-8)
+
+
+def _unique_params(*modules: nn.Module) -> list[nn.Parameter]:
+    """Parameters of all modules, each once (shared sub-modules are not duplicated)."""
+    seen: set[int] = set()
+    out = []
+    for p in chain.from_iterable(m.parameters() for m in modules):
+        if id(p) not in seen:
+            seen.add(id(p))
+            out.append(p)
+    return out
+
+
+_OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD,
+               "rmsprop": torch.optim.RMSprop}
+
+
+def _make_optimizer(name: str, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    key = str(name).lower()
+    if key not in _OPTIMIZERS:
+        raise ValueError(f"Unknown optimizer '{name}'. Valid: {', '.join(_OPTIMIZERS)}.")
+    return _OPTIMIZERS[key](params, lr=lr)

@@ -1,0 +1,226 @@
+"""Random Network Distillation: a curiosity bonus from how badly a trained net imitates a frozen random one.
+
+Burda et al. (2018), "Exploration by Random Network Distillation"; Schwarke et al. (2023), "Curiosity-Driven
+Learning of Joint Locomotion and Manipulation Tasks". Per environment step::
+
+    x   = normalize(concat(obs[g] for g in obs_groups))          # [N, D]   (state normaliser optional)
+    e   = || target(x) - predictor(x) ||_2                        # [N]      target: fixed random MLP
+    e   = e / std(discounted sum of e)                             #          (reward normalisation optional)
+    r_i = weight(step) * step_dt * e                               # added to the extrinsic reward by PPO
+
+and per PPO mini-batch the predictor takes one Adam step on ``MSE(predictor(x), target(x))``, so states
+that were visited often become "boring" (small error) while novel states keep a large bonus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from tensordict import TensorDict
+
+from rlcore.modules import MLP, EmpiricalDiscountedVariationNormalization, EmpiricalNormalization
+from rlcore.modules.activation import activation_gain
+from rlcore.utils.distributed import all_reduce_mean_grads
+
+WEIGHT_SCHEDULE_MODES = ("constant", "linear", "step")
+"""Valid ``weight_schedule["mode"]`` values."""
+
+_SCHEDULE_KEYS = {"constant": (), "step": ("final_step", "final_value"),
+                  "linear": ("initial_step", "final_step", "final_value")}
+
+NORMALIZER_UNTIL = int(1e8)
+"""The state and reward normalisers freeze after this many samples (as in rsl_rl), so the RND input and the
+bonus scale become stationary late in training."""
+
+
+class RandomNetworkDistillation(nn.Module):
+    """RND intrinsic reward with its own predictor optimiser.
+
+    Args:
+        num_states: size D of the concatenated RND state (the factory computes it from ``obs_groups``).
+        obs_groups: 1D observation groups forming the RND state, in order (``cfg["obs_groups"]["rnd_state"]``);
+            a dict with an ``"rnd_state"`` key (rsl_rl style) is accepted too.
+        num_outputs: embedding size of target and predictor.
+        predictor_hidden_dims, target_hidden_dims: hidden sizes (-1 = D).
+        activation: activation of both MLPs.
+        weight: intrinsic-reward weight (the schedule's initial value). It is per second of simulated time:
+            the bonus is ``weight * step_dt * error``.
+        state_normalization: normalise the RND state with running statistics (updated by
+            :meth:`update_normalization`, i.e. once per PPO update over the rollout).
+        reward_normalization: divide the error by the running std of its discounted sum
+            (:class:`EmpiricalDiscountedVariationNormalization`, gamma 0.99, statistics updated at every
+            :meth:`get_intrinsic_reward` call while in train mode) before weighting.
+        weight_schedule: ``None`` / ``{"mode": "constant"}``; ``{"mode": "step", "final_step", "final_value"}``
+            (``weight`` before ``final_step``, ``final_value`` from it on); ``{"mode": "linear", "initial_step",
+            "final_step", "final_value"}`` (``weight`` up to ``initial_step``, linear to ``final_value`` at
+            ``final_step``, constant after). Steps count :meth:`get_intrinsic_reward` calls (env steps).
+            ``final_value`` is scaled by ``step_dt`` like ``weight``.
+        learning_rate: Adam learning rate of the predictor.
+        step_dt: control period of the environment [s].
+        device: torch device.
+    """
+
+    def __init__(
+        self,
+        num_states: int,
+        obs_groups: Sequence[str] | Mapping[str, Sequence[str]],
+        num_outputs: int = 64,
+        predictor_hidden_dims: Sequence[int] = (256, 256),
+        target_hidden_dims: Sequence[int] = (256, 256),
+        activation: str = "elu",
+        weight: float = 0.5,
+        state_normalization: bool = False,
+        reward_normalization: bool = False,
+        weight_schedule: Mapping[str, Any] | None = None,
+        learning_rate: float = 1e-3,
+        step_dt: float = 1.0,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__()
+        if isinstance(obs_groups, Mapping):
+            obs_groups = obs_groups["rnd_state"]
+        self.obs_groups = [obs_groups] if isinstance(obs_groups, str) else list(obs_groups)
+        if not self.obs_groups:
+            raise ValueError("RND needs at least one observation group (obs_groups['rnd_state'] is empty).")
+        self.num_states = int(num_states)
+        self.num_outputs = int(num_outputs)
+        self.initial_weight = float(weight)
+        self.step_dt = float(step_dt)
+        self.learning_rate = float(learning_rate)
+        self.device = device
+        self.state_normalization = bool(state_normalization)
+        self.reward_normalization = bool(reward_normalization)
+        self.weight_schedule = self._check_schedule(weight_schedule)
+        self.update_counter = 0  # get_intrinsic_reward calls so far; mirrored in the step_count buffer
+        self.register_buffer("step_count", torch.zeros((), dtype=torch.long))  # saved, so a resume keeps the schedule
+
+        self.state_normalizer: nn.Module = (
+            EmpiricalNormalization(self.num_states, until=NORMALIZER_UNTIL) if self.state_normalization
+            else nn.Identity()
+        )
+        self.reward_normalizer: nn.Module = (
+            EmpiricalDiscountedVariationNormalization((), until=NORMALIZER_UNTIL) if self.reward_normalization
+            else nn.Identity()
+        )
+        # Gain 1 on the output layer (not the MLP default 0.01): a near-zero random target would give a
+        # near-zero, uninformative error from the start.
+        self.predictor = MLP(self.num_states, self.num_outputs, predictor_hidden_dims, activation,
+                             init_gains=self._gains(predictor_hidden_dims, activation))
+        self.target = MLP(self.num_states, self.num_outputs, target_hidden_dims, activation,
+                          init_gains=self._gains(target_hidden_dims, activation))
+        self.target.requires_grad_(False)
+        self.to(device)
+        self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.learning_rate)
+
+    @staticmethod
+    def _gains(hidden_dims: Sequence[int], activation: str) -> list[float]:
+        return [activation_gain(activation)] * len(hidden_dims) + [1.0]
+
+    @staticmethod
+    def _check_schedule(schedule: Mapping[str, Any] | None) -> dict[str, Any]:
+        schedule = {"mode": "constant"} if schedule is None else dict(schedule)
+        mode = schedule.get("mode", "constant")
+        if mode not in WEIGHT_SCHEDULE_MODES:
+            raise ValueError(f"Unknown RND weight_schedule mode '{mode}'. Valid: {', '.join(WEIGHT_SCHEDULE_MODES)}.")
+        missing = [k for k in _SCHEDULE_KEYS[mode] if k not in schedule]
+        if missing:
+            raise ValueError(f"RND weight_schedule mode '{mode}' needs the key(s) {', '.join(missing)}.")
+        schedule["mode"] = mode
+        return schedule
+
+    # ------------------------------------------------------------------ weight schedule
+    def weight_at(self, step: int) -> float:
+        """Intrinsic-reward weight (before the ``step_dt`` factor) after ``step`` reward calls."""
+        s = self.weight_schedule
+        if s["mode"] == "step":
+            return self.initial_weight if step < int(s["final_step"]) else float(s["final_value"])
+        if s["mode"] == "linear":
+            start, end, final = int(s["initial_step"]), int(s["final_step"]), float(s["final_value"])
+            if step <= start:
+                return self.initial_weight
+            if step >= end:
+                return final
+            return self.initial_weight + (final - self.initial_weight) * (step - start) / (end - start)
+        return self.initial_weight
+
+    @property
+    def weight(self) -> float:
+        """Current weight (at the current step count, before the ``step_dt`` factor)."""
+        return self.weight_at(self.update_counter)
+
+    # ------------------------------------------------------------------ reward
+    def get_rnd_state(self, obs: TensorDict) -> torch.Tensor:
+        """``[..., D]``: the concatenation of the RND groups (not normalised)."""
+        if len(self.obs_groups) == 1:
+            return obs[self.obs_groups[0]]
+        return torch.cat([obs[g] for g in self.obs_groups], dim=-1)
+
+    def prediction_error(self, obs: TensorDict) -> torch.Tensor:
+        """``[...]``: ``||target(x) - predictor(x)||_2`` with ``x`` the normalised RND state (no side effects)."""
+        x = self.state_normalizer(self.get_rnd_state(obs))
+        return torch.linalg.vector_norm(self.target(x) - self.predictor(x), dim=-1)
+
+    def forward(self, obs: TensorDict) -> torch.Tensor:
+        """Same as :meth:`prediction_error`."""
+        return self.prediction_error(obs)
+
+    @torch.no_grad()
+    def get_intrinsic_reward(self, obs: TensorDict) -> torch.Tensor:
+        """Intrinsic reward ``[N]`` of one environment step; advances the weight schedule by one step."""
+        self.update_counter += 1
+        self.step_count.fill_(self.update_counter)
+        error = self.prediction_error(obs)
+        if self.reward_normalization:
+            error = self.reward_normalizer(error)
+        return (self.weight * self.step_dt) * error
+
+    # ------------------------------------------------------------------ learning
+    def compute_loss(self, obs: TensorDict) -> torch.Tensor:
+        """``MSE(predictor(x), target(x))`` over a batch with any leading dims (statistics unchanged)."""
+        with torch.no_grad():
+            x = self.state_normalizer(self.get_rnd_state(obs).reshape(-1, self.num_states))
+            target = self.target(x)
+        return F.mse_loss(self.predictor(x), target)
+
+    def train_step(self, obs: TensorDict, multi_gpu: bool = False) -> float:
+        """One Adam step of the predictor on a mini-batch (``[B]`` or padded ``[T, K]``); returns the loss.
+
+        With ``multi_gpu`` the predictor's gradients are averaged over ranks before the step.
+        """
+        loss = self.compute_loss(obs)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if multi_gpu:
+            all_reduce_mean_grads(list(self.predictor.parameters()))
+        self.optimizer.step()
+        return loss.item()
+
+    @torch.no_grad()
+    def update_normalization(self, obs: TensorDict, sync: bool = False) -> None:
+        """Merge observations with any leading dims into the state normaliser (pooled over ranks if ``sync``)."""
+        if self.state_normalization:
+            self.state_normalizer.update(self.get_rnd_state(obs).reshape(-1, self.num_states), sync=sync)
+
+    # ------------------------------------------------------------------ persistence
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict`` that also accepts rsl_rl checkpoints (no step counter) and a saved
+        discounted return of any size (the reward normaliser sizes it lazily to the number of envs)."""
+        state_dict = dict(state_dict)
+        state_dict.setdefault("step_count", self.step_count.detach().clone())
+        key = "reward_normalizer.disc_return"
+        if self.reward_normalization and key in state_dict:
+            # A fresh (non-inference) buffer of the saved size, so the copy below neither mismatches nor
+            # writes into a tensor created under torch.inference_mode during collection.
+            saved = state_dict[key]
+            self.reward_normalizer.disc_return = torch.zeros(saved.shape, dtype=saved.dtype,
+                                                             device=self.reward_normalizer.emp_norm._mean.device)
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self.update_counter = int(self.step_count)
+        return result
+
+
+__all__ = ["RandomNetworkDistillation", "WEIGHT_SCHEDULE_MODES"]

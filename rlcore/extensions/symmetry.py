@@ -1,0 +1,152 @@
+"""Symmetry for PPO: mirrored data augmentation and a mirror loss (Mittal et al., ICRA 2024).
+
+Both use one user function, rsl_rl-compatible::
+
+    obs_aug, actions_aug = data_augmentation_func(env=env, obs=obs, actions=actions)
+
+``obs`` (``TensorDict[B]``) and ``actions`` (``[B, A]``) may each be ``None``, and then the matching output is
+``None``. Outputs stack along the batch dimension ``[original, mirror_1, ..., mirror_k]`` (``k >= 1``, so
+``B * (k + 1)`` rows), the first block being the input itself.
+
+- Data augmentation: PPO's loss sees the mini-batch plus its mirrored copies, labelled with mirrored actions.
+- Mirror loss: the policy ``mu`` is symmetric when ``mu(mirror_obs(o)) == mirror_act(mu(o))``; the loss is
+  ``MSE(mu(mirror_obs_i(o)), mirror_act_i(mu(o)).detach())`` over the mirrored blocks ``i = 1..k``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from tensordict import TensorDict
+
+
+def resolve_function(func: str | Callable | None) -> Callable | None:
+    """A callable as is, or one named ``"package.module:function"`` / ``"package.module.function"``.
+
+    Raises:
+        ValueError: the string has no module part, the module cannot be imported, it has no such attribute,
+            or the attribute is not callable.
+    """
+    if func is None or callable(func):
+        return func
+    if not isinstance(func, str):
+        raise ValueError(f"data_augmentation_func must be a callable or a 'package.module:function' string, "
+                         f"got {type(func).__name__}.")
+    if ":" in func:
+        module_name, attr = func.split(":", 1)
+    elif "." in func:
+        module_name, attr = func.rsplit(".", 1)
+    else:
+        raise ValueError(f"data_augmentation_func '{func}' is not a 'package.module:function' path.")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"data_augmentation_func '{func}': cannot import module '{module_name}' ({err}).") from None
+    obj = module
+    try:
+        for part in attr.split("."):  # "module:Class.method" works too
+            obj = getattr(obj, part)
+    except AttributeError:
+        raise ValueError(f"data_augmentation_func '{func}': module '{module_name}' has no attribute '{attr}'.") \
+            from None
+    if not callable(obj):
+        raise ValueError(f"data_augmentation_func '{func}' resolved to a non-callable {type(obj).__name__}.")
+    return obj
+
+
+class Symmetry:
+    """Mirrored data augmentation and/or mirror loss for PPO (feed-forward models only; PPO checks this).
+
+    Args:
+        env: the environment, passed to the augmentation function (e.g. to find observation terms).
+        use_data_augmentation: train PPO on the mini-batch plus its mirrored copies.
+        use_mirror_loss: add ``mirror_loss_coeff * mirror_loss`` to PPO's loss.
+        mirror_loss_coeff: weight of the mirror loss.
+        data_augmentation_func: the augmentation function or its import path (see the module docstring).
+
+    Raises:
+        ValueError: neither use is enabled; the function is missing or cannot be resolved.
+    """
+
+    def __init__(
+        self,
+        env=None,
+        use_data_augmentation: bool = False,
+        use_mirror_loss: bool = False,
+        mirror_loss_coeff: float = 0.0,
+        data_augmentation_func: str | Callable | None = None,
+    ) -> None:
+        self.env = env
+        self.use_data_augmentation = bool(use_data_augmentation)
+        self.use_mirror_loss = bool(use_mirror_loss)
+        self.mirror_loss_coeff = float(mirror_loss_coeff)
+        if not (self.use_data_augmentation or self.use_mirror_loss):
+            raise ValueError("Symmetry extension: at least one of use_data_augmentation and use_mirror_loss must be "
+                             "True (or remove symmetry_cfg).")
+        if data_augmentation_func is None:
+            raise ValueError("Symmetry extension: data_augmentation_func is required (a callable or a "
+                             "'package.module:function' path) when use_data_augmentation or use_mirror_loss is on.")
+        self.data_augmentation_func = resolve_function(data_augmentation_func)
+        self._checked_identity = False
+
+    # ------------------------------------------------------------------ helpers
+    def _call(self, obs: TensorDict | None, actions: torch.Tensor | None):
+        return self.data_augmentation_func(env=self.env, obs=obs, actions=actions)
+
+    @staticmethod
+    def _num_copies(n_in: int, n_out: int, what: str) -> int:
+        """``k + 1``: how many blocks of ``n_in`` rows the augmented ``what`` holds."""
+        if n_in <= 0 or n_out < 2 * n_in or n_out % n_in != 0:
+            raise ValueError(f"data_augmentation_func returned {n_out} {what} rows for {n_in} inputs; expected "
+                             f"[original, mirrored...]: a multiple >= 2 of the input batch.")
+        return n_out // n_in
+
+    def _check_first_block(self, obs: TensorDict, obs_aug: TensorDict, actions, actions_aug) -> None:
+        """Once: the first block of the output must be the input (the original samples come first)."""
+        if self._checked_identity:
+            return
+        b = obs.batch_size[0]
+        same = all(torch.equal(obs[k], obs_aug[k][:b]) for k in obs.keys(include_nested=True, leaves_only=True))
+        if actions is not None and actions_aug is not None:
+            same = same and torch.equal(actions, actions_aug[:b])
+        if not same:
+            raise ValueError("data_augmentation_func must return the original samples first: "
+                             "[original, mirrored_1, ..., mirrored_k] along the batch dimension.")
+        self._checked_identity = True
+
+    # ------------------------------------------------------------------ uses
+    def augment(self, obs: TensorDict, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor]:
+        """``(obs_aug TensorDict[B*(k+1)], actions_aug [B*(k+1), A])`` from ``obs[B]`` and ``actions[B, A]``."""
+        b = actions.shape[0]
+        obs_aug, actions_aug = self._call(obs, actions)
+        if obs_aug is None or actions_aug is None:
+            raise ValueError("data_augmentation_func returned None for observations or actions it was given.")
+        copies = self._num_copies(b, int(obs_aug.batch_size[0]), "observation")
+        if actions_aug.shape[0] != copies * b:
+            raise ValueError(f"data_augmentation_func returned {obs_aug.batch_size[0]} observation rows but "
+                             f"{actions_aug.shape[0]} action rows.")
+        self._check_first_block(obs, obs_aug, actions, actions_aug)
+        return obs_aug, actions_aug
+
+    def mirror_loss(self, actor: nn.Module, obs: TensorDict) -> torch.Tensor:
+        """Scalar ``MSE(mu(mirror_obs_i(o)), mirror_act_i(mu(o)).detach())`` over the mirrored blocks.
+
+        ``obs`` is the (un-augmented) mini-batch ``TensorDict[B]``; ``mu`` is the actor's deterministic output
+        (the mean). The actor's current distribution (from an earlier stochastic call) is left untouched.
+        """
+        b = int(obs.batch_size[0])
+        obs_aug, _ = self._call(obs, None)
+        self._num_copies(b, int(obs_aug.batch_size[0]), "observation")
+        means = actor(obs_aug, stochastic_output=False)  # [B*(k+1), A]
+        _, mirrored = self._call(None, means[:b].detach())
+        if mirrored is None or mirrored.shape != means.shape:
+            raise ValueError(f"data_augmentation_func mirrored {b} actions into shape "
+                             f"{None if mirrored is None else tuple(mirrored.shape)}, expected {tuple(means.shape)}.")
+        return F.mse_loss(means[b:], mirrored[b:].detach())
+
+
+__all__ = ["Symmetry", "resolve_function"]

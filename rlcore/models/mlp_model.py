@@ -1,0 +1,230 @@
+"""MLPModel: the base model — observation groups -> ``get_latent`` -> MLP head -> optional distribution.
+
+CNNModel and RNNModel subclass it and only change ``get_latent`` (and export), so PPO and
+Distillation treat every model the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn as nn
+from tensordict import TensorDict
+
+from rlcore.modules import MLP, EmpiricalNormalization, HiddenState, resolve_distribution
+from rlcore.utils.trajectories import unpad_trajectories
+
+
+def select_obs_groups(obs: TensorDict, obs_groups: dict[str, list[str]], obs_set: str) -> tuple[list[str], list[str]]:
+    """Return the ``(1D groups, 2D groups)`` of ``obs_set``, checking each exists in ``obs``.
+
+    Raises:
+        ValueError: ``obs_set`` is not in ``obs_groups``; a group is missing from ``obs`` (the message
+            names it and lists the groups present); a group is neither 1D ``[N, D]`` nor 2D ``[N, C, H, W]``.
+    """
+    if obs_set not in obs_groups:
+        raise ValueError(f"Observation set '{obs_set}' is not in obs_groups (sets given: {sorted(obs_groups)}).")
+    groups = list(obs_groups[obs_set])
+    if not groups:
+        raise ValueError(f"Observation set '{obs_set}' lists no observation groups.")
+    present = list(obs.keys())
+    one_d, two_d = [], []
+    for group in groups:
+        if group not in present:
+            raise ValueError(
+                f"Observation group '{group}' (observation set '{obs_set}') is not provided by the environment; "
+                f"available groups: {', '.join(present)}."
+            )
+        ndim = obs[group].dim() - obs.batch_dims
+        if ndim == 1:
+            one_d.append(group)
+        elif ndim == 3:
+            two_d.append(group)
+        else:
+            raise ValueError(
+                f"Observation group '{group}' has per-env shape {tuple(obs[group].shape[obs.batch_dims:])}; "
+                "groups must be 1D [D] or 2D images [C, H, W]."
+            )
+    return one_d, two_d
+
+
+class MLPModel(nn.Module):
+    """Model over 1D observation groups: ``latent = normalize(concat(groups))``.
+
+    Args:
+        obs: example observations (``TensorDict[N]``), used for group shapes.
+        obs_groups: observation sets -> groups, e.g. ``{"actor": ["policy"], "critic": ["policy", "privileged"]}``.
+        obs_set: which set this model reads (``"actor"``, ``"critic"``, ``"student"``, ``"teacher"``).
+        output_dim: output size (action dim for a policy, 1 for a value function).
+        hidden_dims: MLP hidden sizes (-1 = input size).
+        activation: activation name.
+        obs_normalization: normalise the 1D latent with running statistics (exported with the model).
+        distribution_cfg: e.g. ``{"class_name": "GaussianDistribution", "init_std": 1.0}``; None for a
+            deterministic model (critic).
+        init_gains: optional orthogonal-init gain per Linear layer of the head.
+    """
+
+    is_recurrent: bool = False
+    accepts_2d: bool = False
+
+    def __init__(
+        self,
+        obs: TensorDict,
+        obs_groups: dict[str, list[str]],
+        obs_set: str,
+        output_dim: int,
+        hidden_dims: Sequence[int] = (256, 256, 256),
+        activation: str = "elu",
+        obs_normalization: bool = False,
+        distribution_cfg: dict | None = None,
+        init_gains: Sequence[float] | None = None,
+    ) -> None:
+        super().__init__()
+        self.obs_set = obs_set
+        self.obs_groups_1d, self.obs_groups_2d = select_obs_groups(obs, obs_groups, obs_set)
+        self.obs_groups = self.obs_groups_1d + self.obs_groups_2d
+        if self.obs_groups_2d and not self.accepts_2d:
+            raise ValueError(
+                f"{type(self).__name__} takes only 1D observation groups, but '{obs_set}' includes 2D group(s) "
+                f"{self.obs_groups_2d}; use CNNModel (model=cnn) for image-like groups."
+            )
+        self.obs_dim = sum(int(obs[g].shape[-1]) for g in self.obs_groups_1d)
+        self.output_dim = int(output_dim)
+        self.obs_normalization = obs_normalization
+        self.obs_normalizer: nn.Module = EmpiricalNormalization(self.obs_dim) if obs_normalization else nn.Identity()
+        self.distribution = resolve_distribution(distribution_cfg, self.output_dim)
+        head_out = self.distribution.input_dim if self.distribution is not None else self.output_dim
+        self.mlp = MLP(self._latent_dim(), head_out, hidden_dims, activation, init_gains=init_gains)
+        if self.distribution is not None:
+            self.distribution.init_mlp_weights(self.mlp)
+
+    # ------------------------------------------------------------------ pipeline
+    def forward(
+        self,
+        obs: TensorDict,
+        masks: torch.Tensor | None = None,
+        hidden_state: HiddenState = None,
+        stochastic_output: bool = False,
+    ) -> torch.Tensor:
+        """Observations -> output ``[B, output_dim]`` (``[T, N, output_dim]`` in recurrent batch mode).
+
+        With a distribution, ``stochastic_output=True`` samples (and keeps the distribution for
+        log-prob/entropy queries); otherwise the deterministic output (the mean) is returned.
+        """
+        if masks is not None and not self.is_recurrent:
+            obs = unpad_trajectories(obs, masks)  # padded recurrent batches given to a feed-forward model
+        out = self.mlp(self.get_latent(obs, masks, hidden_state))
+        if self.distribution is None:
+            return out
+        if stochastic_output:
+            self.distribution.update(out)
+            return self.distribution.sample()
+        return self.distribution.deterministic_output(out)
+
+    def get_latent(
+        self, obs: TensorDict, masks: torch.Tensor | None = None, hidden_state: HiddenState = None
+    ) -> torch.Tensor:
+        """``[B, latent]``: the normalised concatenation of the 1D groups."""
+        return self.obs_normalizer(self._concat_1d(obs))
+
+    def _concat_1d(self, obs: TensorDict) -> torch.Tensor:
+        if len(self.obs_groups_1d) == 1:
+            return obs[self.obs_groups_1d[0]]
+        return torch.cat([obs[g] for g in self.obs_groups_1d], dim=-1)
+
+    def _latent_dim(self) -> int:
+        return self.obs_dim
+
+    # ------------------------------------------------------------------ recurrent interface (no-ops here)
+    def reset(self, dones: torch.Tensor | None = None, hidden_state: HiddenState = None) -> None:
+        """Reset recurrent state (nothing to do for a feed-forward model)."""
+
+    def get_hidden_state(self) -> HiddenState:
+        return None
+
+    def detach_hidden_state(self, dones: torch.Tensor | None = None) -> None:
+        """Cut the graph of the recurrent state (nothing to do for a feed-forward model)."""
+
+    # ------------------------------------------------------------------ distribution queries
+    def _dist(self):
+        if self.distribution is None:
+            raise RuntimeError(f"This {type(self).__name__} is deterministic (no distribution_cfg was given).")
+        return self.distribution
+
+    @property
+    def output_mean(self) -> torch.Tensor:
+        return self._dist().mean
+
+    @property
+    def output_std(self) -> torch.Tensor:
+        return self._dist().std
+
+    @property
+    def output_entropy(self) -> torch.Tensor:
+        return self._dist().entropy
+
+    @property
+    def output_distribution_params(self) -> tuple[torch.Tensor, ...]:
+        return self._dist().params
+
+    def get_output_log_prob(self, outputs: torch.Tensor) -> torch.Tensor:
+        """Log-probability ``[B]`` of ``outputs [B, A]`` under the current distribution."""
+        return self._dist().log_prob(outputs)
+
+    def get_kl_divergence(self, old_params: tuple[torch.Tensor, ...], new_params: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """KL(old || new) ``[B]``, summed over output dims."""
+        return self._dist().kl_divergence(old_params, new_params)
+
+    # ------------------------------------------------------------------ normalisation
+    @torch.no_grad()
+    def update_normalization(self, obs: TensorDict, sync: bool = False) -> None:
+        """Merge a batch of observations (any leading dims, e.g. a whole rollout ``[T, N]``) into the stats.
+
+        ``sync=True`` pools the batch over all distributed ranks first.
+        """
+        if self.obs_normalization:
+            self.obs_normalizer.update(self._concat_1d(obs).reshape(-1, self.obs_dim), sync=sync)
+
+    # ------------------------------------------------------------------ export
+    def export_inputs(self) -> list[tuple[str, tuple[int, ...]]]:
+        """Names and per-env shapes of the exported model's observation inputs, in call order."""
+        return [("obs", (self.obs_dim,))]
+
+    def _export_parts(self) -> tuple[nn.Module, nn.Module, nn.Module]:
+        """Deep copies of (normaliser, head, deterministic output) for an exported graph."""
+        import copy
+
+        det = self.distribution.as_deterministic_output_module() if self.distribution is not None else nn.Identity()
+        return copy.deepcopy(self.obs_normalizer).cpu(), copy.deepcopy(self.mlp).cpu(), det.cpu()
+
+    def as_jit(self) -> torch.jit.ScriptModule:
+        """TorchScript policy: ``actions = f(obs [B, D])``, normaliser included, deterministic output."""
+        return torch.jit.script(_ExportMLP(*self._export_parts()).eval())
+
+    def as_onnx(self, verbose: bool = False) -> nn.Module:
+        """ONNX-exportable wrapper (input ``obs``, output ``actions``); see ``rlcore.utils.export.export_onnx``."""
+        module = _ExportMLP(*self._export_parts()).eval()
+        module.input_names = ["obs"]
+        module.output_names = ["actions"]
+        module.example_inputs = (torch.zeros(1, self.obs_dim),)
+        module.dynamic_axes = {"obs": {0: "batch"}, "actions": {0: "batch"}}
+        module.is_recurrent = False
+        return module
+
+
+class _ExportMLP(nn.Module):
+    """Deployable feed-forward policy: normalise -> MLP -> deterministic output."""
+
+    def __init__(self, normalizer: nn.Module, mlp: nn.Module, deterministic: nn.Module) -> None:
+        super().__init__()
+        self.obs_normalizer = normalizer
+        self.mlp = mlp
+        self.deterministic_output = deterministic
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.deterministic_output(self.mlp(self.obs_normalizer(obs)))
+
+    @torch.jit.export
+    def reset(self) -> None:
+        """No recurrent state; present so every exported policy can be reset the same way."""

@@ -1,0 +1,131 @@
+"""Running normalisers for observations and rewards."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from rlcore.utils.distributed import all_reduce_sum, is_distributed
+
+
+class EmpiricalNormalization(nn.Module):
+    """Normalise inputs by a running mean and variance over everything seen so far.
+
+    Statistics are over the batch dimension (all environments pooled), merged exactly with the
+    parallel (Chan et al.) update, so the result equals the mean/variance of the concatenated stream.
+    ``forward`` is pure (export-safe); ``update`` changes the statistics and is called by the
+    algorithm between optimisation phases, never inside them.
+
+    Args:
+        shape: feature shape (without the batch axis).
+        eps: added to the std in the denominator.
+        until: stop updating once this many samples were seen (None: never stop).
+    """
+
+    def __init__(self, shape: int | tuple[int, ...] | list[int], eps: float = 1e-2, until: int | None = None) -> None:
+        super().__init__()
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        self.eps = eps
+        self.until = until
+        self.register_buffer("_mean", torch.zeros(shape).unsqueeze(0))
+        self.register_buffer("_var", torch.ones(shape).unsqueeze(0))
+        self.register_buffer("_std", torch.ones(shape).unsqueeze(0))
+        self.register_buffer("count", torch.tensor(0, dtype=torch.long))
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self._mean.squeeze(0).clone()
+
+    @property
+    def var(self) -> torch.Tensor:
+        return self._var.squeeze(0).clone()
+
+    @property
+    def std(self) -> torch.Tensor:
+        return self._std.squeeze(0).clone()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[..., *shape] -> [..., *shape]``: ``(x - mean) / (std + eps)``."""
+        return (x - self._mean) / (self._std + self.eps)
+
+    @torch.jit.export
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        """Undo ``forward``: ``y * (std + eps) + mean``."""
+        return y * (self._std + self.eps) + self._mean
+
+    @torch.jit.unused
+    @torch.no_grad()
+    def update(self, x: torch.Tensor, sync: bool = False) -> None:
+        """Merge the statistics of a batch ``[B, *shape]`` (any leading dims are flattened into B).
+
+        With ``sync=True`` in a distributed run, the batch statistics are pooled over all ranks first
+        (count, mean and variance all-reduced), so every rank's normaliser stays identical.
+        """
+        if not self.training:
+            return
+        if self.until is not None and int(self.count) >= self.until:
+            return
+        x = x.reshape(-1, *self._mean.shape[1:]).to(self._mean.dtype)
+        if sync and is_distributed():
+            moments = torch.stack([x.sum(0), x.square().sum(0)])
+            n_t = torch.tensor([float(x.shape[0])], device=x.device)
+            all_reduce_sum(moments)
+            all_reduce_sum(n_t)
+            n = int(n_t.item())
+            batch_mean = (moments[0] / n).unsqueeze(0)
+            batch_var = (moments[1] / n).unsqueeze(0) - batch_mean.square()
+            batch_var.clamp_(min=0.0)
+        else:
+            n = x.shape[0]
+            batch_mean = x.mean(dim=0, keepdim=True)
+            batch_var = x.var(dim=0, unbiased=False, keepdim=True)
+        if n == 0:
+            return
+        self.merge(batch_mean, batch_var, n)
+
+    @torch.jit.unused
+    @torch.no_grad()
+    def merge(self, batch_mean: torch.Tensor, batch_var: torch.Tensor, n: int | torch.Tensor) -> None:
+        """Merge externally computed statistics of ``n`` samples (used to combine ranks)."""
+        n = int(n)
+        total = int(self.count) + n
+        w = n / total
+        delta = batch_mean - self._mean
+        self._mean.add_(w * delta)
+        self._var.copy_(self._var * (1.0 - w) + batch_var * w + delta.square() * w * (1.0 - w))
+        self._std.copy_(self._var.sqrt())
+        self.count.fill_(total)
+
+
+class EmpiricalDiscountedVariationNormalization(nn.Module):
+    """Reward scaling by the standard deviation of the discounted return.
+
+    Keeps a running discounted return ``R_t = gamma * R_{t-1} * (1 - done) + r_t`` per environment and
+    divides rewards by the running std of ``R`` (not centred: the reward's sign is kept), the
+    reward-scaling scheme of Engstrom et al. (2020).
+
+    Args:
+        shape: reward shape without batch axis (``[]`` or ``[1]``).
+        gamma: discount of the return whose variation is tracked.
+        eps: added to the std.
+        until: stop updating after this many samples.
+    """
+
+    def __init__(self, shape: int | tuple[int, ...] | list[int] = (), gamma: float = 0.99, eps: float = 1e-2,
+                 until: int | None = None) -> None:
+        super().__init__()
+        self.emp_norm = EmpiricalNormalization(shape, eps=eps, until=until)
+        self.gamma = gamma
+        self.register_buffer("disc_return", torch.zeros(0))
+
+    def forward(self, rew: torch.Tensor, dones: torch.Tensor | None = None) -> torch.Tensor:
+        """Scale rewards ``[N]`` (updating the running return while training)."""
+        if self.training:
+            with torch.no_grad():
+                if self.disc_return.shape != rew.shape:
+                    self.disc_return = torch.zeros_like(rew)
+                self.disc_return.mul_(self.gamma).add_(rew)
+                self.emp_norm.update(self.disc_return)
+                if dones is not None:
+                    self.disc_return.mul_(~dones.bool().reshape(rew.shape))
+        return rew / (self.emp_norm._std + self.emp_norm.eps)

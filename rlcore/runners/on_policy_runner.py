@@ -1,0 +1,296 @@
+"""OnPolicyRunner: collect rollouts, update, log, checkpoint — for PPO and Distillation alike."""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDict
+
+from rlcore.algorithms.factory import construct_algorithm
+from rlcore.env import VecEnv
+from rlcore.utils.checkpoint import get_rng_states, load_checkpoint, save_atomic, seed_everything, set_rng_states
+from rlcore.utils.distributed import multi_gpu_cfg_from_env
+from rlcore.utils.export import export_jit, export_onnx
+from rlcore.utils.logger import ConsoleReport, EpisodeStats, Writer
+
+RUNNER_DEFAULTS = {
+    "seed": 1,
+    "num_steps_per_env": 24,
+    "max_iterations": 1500,
+    "save_interval": 50,
+    "experiment_name": "rlcore",
+    "run_name": "",
+    "logger": "tensorboard",
+    "wandb_project": "rlcore",
+    "clip_actions": None,
+    "check_for_nan": True,
+    "normalizer_warmup_steps": None,  # None: one rollout length (num_steps_per_env)
+    "log_interval": 1,
+}
+"""Runner-level keys of the train config and their defaults (model and algorithm keys live in sub-dicts)."""
+
+
+class OnPolicyRunner:
+    """Drives an on-policy algorithm on a VecEnv.
+
+    Args:
+        env: the vectorised environment.
+        train_cfg: the rsl_rl 5.x-style nested train config (runner keys, ``obs_groups``, ``algorithm``,
+            ``actor``/``critic`` or ``student``/``teacher``).
+        log_dir: where checkpoints and logs go (None: nothing is written).
+        device: device of the learner (the env may live elsewhere; tensors are moved).
+    """
+
+    default_algorithm = "PPO"
+
+    def __init__(self, env: VecEnv, train_cfg: dict, log_dir: str | None = None, device: str = "cpu") -> None:
+        self.cfg = {**RUNNER_DEFAULTS, **copy.deepcopy(dict(train_cfg))}
+        self.cfg.setdefault("algorithm", {"class_name": self.default_algorithm})
+        self.env = env
+        self.multi_gpu_cfg = self.cfg.get("multi_gpu") or multi_gpu_cfg_from_env()
+        self.cfg["multi_gpu"] = self.multi_gpu_cfg
+        self.device = self._setup_distributed(device)
+        self.is_main = self.rank == 0
+        seed_everything(int(self.cfg["seed"]) + self.rank)
+        self.num_steps_per_env = int(self.cfg["num_steps_per_env"])
+
+        obs = env.get_observations().to(self.device)
+        self.alg = construct_algorithm(obs, env, self.cfg, self.device)
+        self.alg.broadcast_parameters()
+        self.log_dir = log_dir if self.is_main else None
+        self.current_learning_iteration = 0
+        self.fresh_start = True
+        self._writer: Writer | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def _setup_distributed(self, device: str) -> str:
+        cfg = self.multi_gpu_cfg
+        self.rank, self.world_size = 0, 1
+        if cfg is None or int(cfg["world_size"]) <= 1:
+            return device
+        import torch.distributed as dist
+
+        self.rank, self.world_size = int(cfg["global_rank"]), int(cfg["world_size"])
+        if str(device).startswith("cuda"):
+            device = f"cuda:{int(cfg['local_rank'])}"
+            torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if str(device).startswith("cuda") else "gloo",
+                                    rank=self.rank, world_size=self.world_size)
+        return device
+
+    @property
+    def models(self) -> dict[str, torch.nn.Module]:
+        return {n: getattr(self.alg, n) for n in ("actor", "critic", "student", "teacher") if hasattr(self.alg, n)}
+
+    # ------------------------------------------------------------------ training
+    def learn(self, num_learning_iterations: int | None = None, init_at_random_ep_len: bool = False) -> None:
+        """Run ``num_learning_iterations`` iterations (default: ``max_iterations``) from the current one."""
+        num_it = int(num_learning_iterations if num_learning_iterations is not None else self.cfg["max_iterations"])
+        self._check_ready()
+        if init_at_random_ep_len and self.fresh_start:
+            self.env.episode_length_buf = torch.randint_like(
+                self.env.episode_length_buf, high=int(torch.as_tensor(self.env.max_episode_length).max()))
+        self.alg.train_mode()
+        obs = self.env.get_observations().to(self.device)
+        if self.fresh_start:
+            obs = self._warm_up_normalizers(obs)
+        if self.log_dir is not None and self._writer is None:
+            os.makedirs(self.log_dir, exist_ok=True)
+            self._writer = Writer(self.log_dir, self.cfg["logger"], self.cfg["wandb_project"],
+                                  self.cfg.get("run_name") or None, config=_plain(self.cfg))
+        stats = EpisodeStats(self.env.num_envs, self.device)
+        report = ConsoleReport(num_it, self.current_learning_iteration) if self.is_main else None
+        start = self.current_learning_iteration
+        steps_per_it = self.num_steps_per_env * self.env.num_envs * self.world_size
+        try:
+            for it in range(start, start + num_it):
+                t0 = time.perf_counter()
+                obs = self._collect(obs, stats)
+                t1 = time.perf_counter()
+                losses = self.alg.update()
+                t2 = time.perf_counter()
+                self.current_learning_iteration = it + 1
+                self.fresh_start = False
+                if self.is_main:
+                    ep = stats.collect()
+                    if it % int(self.cfg["log_interval"]) == 0 or it == start + num_it - 1:
+                        report.print(it, steps_per_it, t1 - t0, t2 - t1, ep, losses)
+                    self._log(it, ep, losses, steps_per_it, t1 - t0, t2 - t1)
+                if self.log_dir is not None and (it + 1) % int(self.cfg["save_interval"]) == 0:
+                    self.save(os.path.join(self.log_dir, f"model_{it + 1}.pt"))
+        except KeyboardInterrupt:
+            if self.log_dir is not None:
+                path = self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
+                print(f"\n[rlcore] interrupted: saved {path}")
+            raise
+        if self.log_dir is not None:
+            self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
+
+    def _collect(self, obs: TensorDict, stats: EpisodeStats) -> TensorDict:
+        """One rollout of ``num_steps_per_env`` steps, then the return computation."""
+        clip = self.cfg["clip_actions"]
+        bad = None
+        with torch.inference_mode():
+            for _ in range(self.num_steps_per_env):
+                actions = self.alg.act(obs)
+                if clip is not None:
+                    actions = actions.clamp(-float(clip), float(clip))
+                obs, rewards, dones, extras = self.env.step(actions.to(self.env.device))
+                obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
+                if self.cfg["check_for_nan"]:
+                    step_bad = _non_finite_flags(obs, rewards)
+                    bad = step_bad if bad is None else bad | step_bad
+                self.alg.process_env_step(obs, rewards, dones, extras)
+                stats.step(rewards, dones, extras)
+            if bad is not None and bool(bad.any()):  # one host sync per rollout, not per step
+                names = list(obs.keys()) + ["rewards"]
+                culprits = [n for n, b in zip(names, bad.tolist()) if b]
+                raise FloatingPointError(f"Non-finite values (NaN/Inf) from the environment in: {', '.join(culprits)}.")
+            self.alg.compute_returns(obs)
+        return obs
+
+    def _warm_up_normalizers(self, obs: TensorDict) -> TensorDict:
+        """Seed observation normalisers with a short rollout of the initial policy (no learning).
+
+        Without it the first update would see raw observations through unit statistics; statistics stay
+        frozen during optimisation, so the first PPO ratio still starts at exactly 1.
+        """
+        if not any(getattr(m, "obs_normalization", False) for m in self.models.values()):
+            return obs
+        steps = self.cfg["normalizer_warmup_steps"]
+        steps = self.num_steps_per_env if steps is None else int(steps)
+        if steps <= 0:
+            return obs
+        policy = self.alg.get_policy()
+        seen = [obs]
+        with torch.inference_mode():
+            for _ in range(steps):
+                actions = policy(obs, stochastic_output=True)
+                obs, _, dones, _ = self.env.step(actions.to(self.env.device))
+                obs, dones = obs.to(self.device), dones.to(self.device)
+                for model in self.models.values():
+                    model.reset(dones)
+                seen.append(obs)
+            self.alg.update_normalization(torch.stack(seen))
+        for model in self.models.values():
+            model.reset()
+        return obs
+
+    def _check_ready(self) -> None:
+        """Hook for subclasses (distillation needs its teacher loaded)."""
+
+    def _log(self, it: int, ep: dict, losses: dict, steps: int, collect_s: float, learn_s: float) -> None:
+        if self._writer is None:
+            return
+        scalars = dict(ep)
+        scalars.update({f"Loss/{k}": v for k, v in losses.items() if k != "learning_rate"})
+        scalars["Loss/learning_rate"] = losses.get("learning_rate", float("nan"))
+        scalars["Perf/steps_per_s"] = steps / max(collect_s + learn_s, 1e-9)
+        scalars["Perf/collection_time"] = collect_s
+        scalars["Perf/learning_time"] = learn_s
+        actor = self.alg.get_policy()
+        if getattr(actor, "distribution", None) is not None and getattr(actor.distribution, "std_param", None) is not None:
+            scalars["Policy/mean_std"] = float(actor.distribution.std_param.mean())
+        self._writer.add_scalars(scalars, it)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str, infos: dict | None = None) -> str:
+        """Atomically write a checkpoint (model weights, optimiser, RNG and env state for an exact resume)."""
+        state = self.alg.save()
+        state["iter"] = self.current_learning_iteration
+        state["infos"] = infos
+        state["train_cfg"] = _plain(self.cfg)
+        state["rng_states"] = get_rng_states()
+        state["hidden_states"] = {n: m.get_hidden_state() for n, m in self.models.items()
+                                  if getattr(m, "is_recurrent", False)}
+        if hasattr(self.env, "state_dict"):
+            state["env_state"] = self.env.state_dict()
+        return save_atomic(state, path)
+
+    def load(self, path: str, load_optimizer: bool = True, map_location: str | None = None,
+             load_cfg: dict | None = None, strict: bool = True) -> dict:
+        """Load a checkpoint. A full resume also restores the iteration count, RNG, env and recurrent state."""
+        ckpt = load_checkpoint(path, map_location=map_location or self.device)
+        self._check_compatible(ckpt, path)
+        if load_cfg is None and not load_optimizer:
+            load_cfg = {"optimizer": False}
+        resumed = self.alg.load(ckpt, load_cfg, strict)
+        if resumed:
+            self.current_learning_iteration = int(ckpt.get("iter", 0))
+            self.fresh_start = False
+            if "rng_states" in ckpt:
+                set_rng_states(ckpt["rng_states"])
+            if "env_state" in ckpt and hasattr(self.env, "load_state_dict"):
+                self.env.load_state_dict(ckpt["env_state"])
+            for name, h in (ckpt.get("hidden_states") or {}).items():
+                if name in self.models and h is not None:
+                    self.models[name].reset(hidden_state=h)
+        self.alg.broadcast_parameters()
+        return ckpt.get("infos")
+
+    def _check_compatible(self, ckpt: dict, path: str) -> None:
+        """Refuse, in one line, a checkpoint written for another model type, size or observation layout."""
+        saved = ckpt.get("train_cfg")
+        if not isinstance(saved, dict):
+            return
+        diffs = []
+        for part in ("actor", "critic", "student"):
+            a, b = saved.get(part), self.cfg.get(part)
+            if not isinstance(a, dict) or not isinstance(b, dict):
+                continue
+            for key in ("class_name", "hidden_dims", "rnn_type", "rnn_hidden_dim", "rnn_num_layers",
+                        "obs_normalization"):
+                if key in a or key in b:
+                    va, vb = a.get(key), b.get(key)
+                    if _norm(va) != _norm(vb):
+                        diffs.append(f"{part}.{key}: checkpoint {va!r} vs config {vb!r}")
+        if diffs:
+            raise ValueError(f"Checkpoint '{path}' was written for a different model: " + "; ".join(diffs) + ".")
+
+    # ------------------------------------------------------------------ deployment
+    def get_inference_policy(self, device: str | None = None) -> Callable[[TensorDict], torch.Tensor]:
+        """Deterministic policy ``obs -> actions`` in eval mode."""
+        self.alg.eval_mode()
+        policy = self.alg.get_policy()
+        if device is not None:
+            policy.to(device)
+        return lambda obs: policy(obs, stochastic_output=False)
+
+    def export_policy_to_jit(self, path: str, filename: str = "policy.pt") -> str:
+        return export_jit(self.alg.get_policy().as_jit(), os.path.join(path, filename))
+
+    def export_policy_to_onnx(self, path: str, filename: str = "policy.onnx", verbose: bool = False) -> str:
+        return export_onnx(self.alg.get_policy().as_onnx(verbose), os.path.join(path, filename))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _non_finite_flags(obs: TensorDict, rewards: torch.Tensor) -> torch.Tensor:
+    """Bool ``[G + 1]``: whether each obs group (and the rewards) holds a NaN/Inf."""
+    flags = [~torch.isfinite(v).all() for v in obs.values()] + [~torch.isfinite(rewards).all()]
+    return torch.stack(flags)
+
+
+def _norm(v):
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+
+def _plain(obj):
+    """A copy made of dicts, lists, str, numbers, bools and None (safe for weights_only loading and loggers)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    if hasattr(obj, "items"):  # OmegaConf containers and other mappings
+        return {str(k): _plain(v) for k, v in obj.items()}
+    return repr(obj)

@@ -1,0 +1,5 @@
+"""Rollout storage."""
+
+from .rollout_storage import HiddenState, RolloutStorage
+
+__all__ = ["HiddenState", "RolloutStorage"]

@@ -1,0 +1,99 @@
+"""Checkpoint files: atomic writes, code-free loads, and the RNG states an exact resume needs."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import tempfile
+
+import numpy as np
+import torch
+
+
+def save_atomic(obj: dict, path: str | os.PathLike) -> str:
+    """``torch.save`` to a temporary file in the same directory, then rename: a crash never leaves a torn file."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".pt")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | None = "cpu") -> dict:
+    """Load with ``weights_only=True`` (tensors and plain containers only: a checkpoint never runs code)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Checkpoint '{path}' does not exist.")
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
+def find_checkpoint(path: str | os.PathLike) -> str:
+    """A checkpoint file, or the newest ``model_<it>.pt`` of a run directory."""
+    path = os.fspath(path)
+    if os.path.isfile(path):
+        return path
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"Checkpoint or run directory '{path}' does not exist.")
+    found = []
+    for root, _, files in os.walk(path):
+        for name in files:
+            m = re.fullmatch(r"model_(\d+)\.pt", name)
+            if m:
+                found.append((int(m.group(1)), os.path.join(root, name)))
+    if not found:
+        raise FileNotFoundError(f"No model_<iteration>.pt checkpoint in '{path}'.")
+    return max(found)[1]
+
+
+def get_rng_states() -> dict:
+    """Python, NumPy and torch (CPU and CUDA) generator states."""
+    np_state = np.random.get_state()
+    states = {
+        "python": random.getstate().__repr__(),
+        "numpy": {"name": np_state[0], "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+                  "pos": int(np_state[2]), "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    """Restore what ``get_rng_states`` returned."""
+    import ast
+
+    if "python" in states:
+        random.setstate(_to_tuple(ast.literal_eval(states["python"])))
+    if "numpy" in states:
+        s = states["numpy"]
+        np.random.set_state((s["name"], s["keys"].numpy().astype(np.uint32), s["pos"], s["has_gauss"],
+                             s["cached_gaussian"]))
+    if "torch" in states:
+        torch.set_rng_state(states["torch"].cpu())
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
+
+
+def _to_tuple(x):
+    return tuple(_to_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)

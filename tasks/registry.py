@@ -1,0 +1,69 @@
+"""A tiny name -> factory registry so configs and scripts can build any task from a string.
+
+Factories import their task module lazily, so importing the registry never pulls in a heavy
+simulator (MuJoCo for Go2) that the chosen task does not need.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rlcore.env import VecEnv
+
+TaskFactory = Callable[..., VecEnv]
+
+_REGISTRY: dict[str, TaskFactory] = {}
+
+
+class UnknownTaskError(KeyError, ValueError):
+    """Raised by :func:`make_task` for a name that is not registered (catchable as either base)."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def register_task(name: str, factory: TaskFactory, *, overwrite: bool = False) -> None:
+    """Register ``factory(**kwargs) -> VecEnv`` under ``name``; re-registering needs ``overwrite``."""
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(f"task {name!r} is already registered (pass overwrite=True to replace it)")
+    _REGISTRY[name] = factory
+
+
+def list_tasks() -> list[str]:
+    """Sorted names of the registered tasks."""
+    return sorted(_REGISTRY)
+
+
+def make_task(name: str, **kwargs: Any) -> VecEnv:
+    """Build the task registered as ``name``, passing ``kwargs`` (num_envs, device, seed, ...) through."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise UnknownTaskError(f"unknown task {name!r}; registered tasks: {', '.join(list_tasks())}") from None
+    return factory(**kwargs)
+
+
+# ---------------------------------------------------------------------------- built-in tasks
+def _make_pendulum(**kwargs: Any) -> VecEnv:
+    from tasks.classic.pendulum import PendulumSwingUp
+
+    return PendulumSwingUp(**kwargs)
+
+
+def _make_cartpole(**kwargs: Any) -> VecEnv:
+    from tasks.classic.cartpole import CartPole
+
+    return CartPole(**kwargs)
+
+
+register_task("pendulum", _make_pendulum)
+register_task("cartpole", _make_cartpole)
+
+# Go2 (MuJoCo) goes here once tasks/go2 exists, with the import inside the factory, e.g.:
+#
+# def _make_go2(**kwargs: Any) -> VecEnv:
+#     from tasks.go2 import Go2Env
+#
+#     return Go2Env(**kwargs)
+#
+# register_task("go2", _make_go2)

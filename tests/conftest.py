@@ -1,0 +1,40 @@
+"""Small fixtures shared by the test suite."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+# Per-env shapes of the observation groups used by the model tests.
+OBS_SHAPES: dict[str, tuple[int, ...]] = {
+    "policy": (7,),
+    "privileged": (3,),
+    "height_scan": (1, 9, 11),
+    "camera": (2, 8, 8),
+}
+
+
+def build_obs(
+    num_envs: int = 4,
+    lead: tuple[int, ...] = (),
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> TensorDict:
+    """Random observations ``TensorDict[*lead, num_envs]`` with the groups of ``shapes`` (default ``OBS_SHAPES``)."""
+    shapes = OBS_SHAPES if shapes is None else shapes
+    batch = (*lead, num_envs)
+    return TensorDict({k: torch.randn(*batch, *s, dtype=dtype) for k, s in shapes.items()}, batch_size=list(batch))
+
+
+@pytest.fixture
+def seed() -> int:
+    """Seed torch's global RNG so that every test is deterministic."""
+    torch.manual_seed(0)
+    return 0
+
+
+@pytest.fixture
+def make_obs(seed):
+    """Factory ``make_obs(num_envs=4, lead=(), shapes=None, dtype=float32) -> TensorDict`` (seeded)."""
+    return build_obs
