@@ -118,6 +118,14 @@ class EmpiricalDiscountedVariationNormalization(nn.Module):
         self.gamma = gamma
         self.register_buffer("disc_return", torch.zeros(0))
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # The running return is sized by the number of envs on first use (and may have been created
+        # under inference mode): take the checkpoint's tensor as it is.
+        key = prefix + "disc_return"
+        if key in state_dict:
+            self.disc_return = state_dict[key].detach().clone().to(self.emp_norm._mean.device)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def forward(self, rew: torch.Tensor, dones: torch.Tensor | None = None) -> torch.Tensor:
         """Scale rewards ``[N]`` (updating the running return while training)."""
         if self.training:

@@ -15,6 +15,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env import VecEnv
+from tasks.classic.base import ClassicTaskState
 
 #: Physics constants and failure thresholds; any of them can be overridden through ``**cfg``.
 CARTPOLE_DEFAULTS: dict[str, float] = {
@@ -30,7 +31,7 @@ CARTPOLE_DEFAULTS: dict[str, float] = {
 }
 
 
-class CartPole(VecEnv):
+class CartPole(ClassicTaskState, VecEnv):
     """``num_envs`` cart-poles that must keep the pole upright; reward +1 for every step taken.
 
     State ``self.state`` ``[N, 4]`` = (x, x_dot, theta, theta_dot); it may be set directly.
@@ -42,6 +43,9 @@ class CartPole(VecEnv):
 
     ``extras["log"]`` reports, without any host sync, the mean over envs of each env's most recently
     finished episode return / length (NaN until some env has finished an episode).
+
+    ``state_dict()`` / ``load_state_dict()`` save and restore the whole task state (physical state, episode
+    counters and statistics, generator) for an exact resume of training.
     """
 
     num_actions: int = 1

@@ -14,6 +14,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env import VecEnv
+from tasks.classic.base import ClassicTaskState
 
 #: Physics constants; any of them can be overridden through ``**cfg``.
 PENDULUM_DEFAULTS: dict[str, float] = {
@@ -31,7 +32,7 @@ def angle_normalize(x: torch.Tensor) -> torch.Tensor:
     return torch.remainder(x + math.pi, 2.0 * math.pi) - math.pi
 
 
-class PendulumSwingUp(VecEnv):
+class PendulumSwingUp(ClassicTaskState, VecEnv):
     """``num_envs`` pendulums that must be swung up and balanced; episodes end only by time-out.
 
     State ``self.state`` ``[N, 2]`` = (theta, theta_dot); it may be set directly (tests, curricula).
@@ -42,6 +43,9 @@ class PendulumSwingUp(VecEnv):
 
     ``extras["log"]`` reports, without any host sync, the mean over envs of each env's most recently
     finished episode return / length (NaN until some env has finished an episode).
+
+    ``state_dict()`` / ``load_state_dict()`` save and restore the whole task state (physical state, episode
+    counters and statistics, generator) for an exact resume of training.
     """
 
     num_actions: int = 1

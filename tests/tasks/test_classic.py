@@ -234,3 +234,79 @@ def test_unknown_cfg_key_rejected():
         PendulumSwingUp(num_envs=2, gravity=9.8)  # the pendulum calls it "g"
     env = PendulumSwingUp(num_envs=2, g=9.81, seed=0)
     assert env.cfg["g"] == 9.81 and env.cfg["max_episode_length"] == 200
+
+
+# ---------------------------------------------------------------------------- state_dict / load_state_dict
+def _drive(env, actions: torch.Tensor) -> list[torch.Tensor]:
+    """Step ``env`` through ``actions [K, N, 1]``; everything it returned, flattened into a list of tensors."""
+    out = []
+    for a in actions:
+        obs, rew, done, extras = env.step(a)
+        out += [obs["policy"], obs["critic"], rew, done, extras["time_outs"], extras["final_observations"]["critic"],
+                extras["log"]["/episode_return_mean"], extras["log"]["/episode_length_mean"],
+                env.episode_length_buf.clone()]
+    return out
+
+
+@pytest.mark.parametrize("cls", [PendulumSwingUp, CartPole])
+def test_state_dict_round_trip_continues_bit_identically(cls, tmp_path):
+    n, T = 16, 5  # short episodes: the continuation resets envs, so it draws from the private generator
+    env = cls(num_envs=n, max_episode_length=T, seed=11)
+    gen = torch.Generator().manual_seed(0)
+    warm = 2.0 * torch.rand(7, n, 1, generator=gen) - 1.0
+    cont = 2.0 * torch.rand(9, n, 1, generator=gen) - 1.0
+    _drive(env, warm)  # some episodes finished: last-episode statistics are set
+    assert not torch.isnan(env._last_return).all()
+    env.episode_length_buf = torch.randint(0, T, (n,))  # runners may replace the buffer; the new one is saved
+    state = env.state_dict()
+    torch.save(state, tmp_path / "env.pt")
+    loaded = torch.load(tmp_path / "env.pt", weights_only=True)  # checkpoints are loaded code-free
+    assert set(loaded) >= {"state", "episode_length_buf", "episode_return", "_last_return", "_last_length",
+                           "generator_state"}
+    assert torch.equal(loaded["episode_length_buf"], env.episode_length_buf)
+    expected = _drive(env, cont)
+    assert any(bool(t.any()) for t in expected[3::9])  # the continuation does reset envs
+    assert torch.equal(state["state"], loaded["state"])  # state_dict returned a copy, not live buffers
+
+    other = cls(num_envs=n, max_episode_length=T, seed=99)  # different physical state and generator
+    other.load_state_dict(loaded)
+    got = _drive(other, cont)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b)
+
+    # Without the generator's state the reset draws differ, so the restored generator is what made it exact.
+    third = cls(num_envs=n, max_episode_length=T, seed=99)
+    third.load_state_dict({**loaded, "generator_state": torch.Generator().manual_seed(5).get_state()})
+    diverged = _drive(third, cont)
+    assert not all(torch.equal(a, b) for a, b in zip(diverged, expected))
+
+
+@pytest.mark.parametrize("cls", [PendulumSwingUp, CartPole])
+def test_load_state_dict_does_not_alias_the_saved_tensors(cls):
+    env = cls(num_envs=4, seed=0)
+    state = env.state_dict()
+    saved = {k: v.clone() for k, v in state.items() if isinstance(v, torch.Tensor)}
+    env.load_state_dict(state)
+    env.step(torch.ones(4, 1))
+    env.step(torch.ones(4, 1))
+    for k, v in saved.items():
+        assert torch.equal(state[k], v), k
+
+
+def test_load_state_dict_rejects_other_task_or_size():
+    pend = PendulumSwingUp(num_envs=4, seed=0)
+    with pytest.raises(ValueError, match="CartPole"):
+        pend.load_state_dict(CartPole(num_envs=4, seed=0).state_dict())
+    with pytest.raises(ValueError, match="num_envs=8"):
+        pend.load_state_dict(PendulumSwingUp(num_envs=8, seed=0).state_dict())
+    bad = pend.state_dict()
+    del bad["generator_state"]
+    with pytest.raises(ValueError, match="generator_state"):
+        pend.load_state_dict(bad)
+    before = pend.state.clone()
+    bad = pend.state_dict()
+    bad["state"] = torch.zeros(4, 3)
+    with pytest.raises(ValueError, match="state"):
+        pend.load_state_dict(bad)
+    assert torch.equal(pend.state, before)  # a rejected state changes nothing
