@@ -49,6 +49,9 @@ def construct_ppo(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
 
     actor = actor_class(obs, cfg["obs_groups"], "actor", env.num_actions, **actor_cfg).to(device)
     if alg_cfg.pop("share_cnn_encoders", False):
+        if not hasattr(actor, "cnns"):
+            raise ValueError(f"share_cnn_encoders needs a CNNModel actor, but the actor is {type(actor).__name__}; "
+                             "use model=cnn or drop share_cnn_encoders.")
         critic_cfg["cnns"] = actor.cnns
     critic = critic_class(obs, cfg["obs_groups"], "critic", 1, **critic_cfg).to(device)
     storage = RolloutStorage("rl", env.num_envs, int(cfg["num_steps_per_env"]), obs, [env.num_actions], device)

@@ -178,7 +178,9 @@ class PPO:
                 bootstrap = self._peek_values(final_obs.to(self.device))
             else:
                 bootstrap = t.values
-            rewards = rewards + self.gamma * bootstrap.squeeze(-1) * time_outs
+            # Select rather than multiply: rows that are not time-outs may hold anything (even NaN) in
+            # final_observations, and NaN * 0 would still poison their rewards.
+            rewards = rewards + self.gamma * torch.where(time_outs, bootstrap.reshape(-1), 0.0)
         t.rewards = rewards
         t.dones = dones
         self.storage.add_transition(t)
@@ -380,7 +382,10 @@ class PPO:
             for group in self.optimizer.param_groups:
                 group["lr"] = self.learning_rate
         if self.reward_normalizer is not None and "reward_normalizer_state_dict" in state:
-            self.reward_normalizer.load_state_dict(state["reward_normalizer_state_dict"])
+            reward_state = state["reward_normalizer_state_dict"]
+            if "disc_return" in reward_state:  # the running-return buffer is sized lazily [N]: match the checkpoint
+                self.reward_normalizer.disc_return = torch.zeros_like(reward_state["disc_return"], device=self.device)
+            self.reward_normalizer.load_state_dict(reward_state)
         if cfg["rnd"] and self.rnd is not None and "rnd_state_dict" in state:
             self.rnd.load_state_dict(state["rnd_state_dict"])
             if "rnd_optimizer_state_dict" in state:

@@ -66,6 +66,8 @@ class EmpiricalNormalization(nn.Module):
         if self.until is not None and int(self.count) >= self.until:
             return
         x = x.reshape(-1, *self._mean.shape[1:]).to(self._mean.dtype)
+        if x.shape[0] == 0 and not (sync and is_distributed()):
+            return
         if sync and is_distributed():
             moments = torch.stack([x.sum(0), x.square().sum(0)])
             n_t = torch.tensor([float(x.shape[0])], device=x.device)
@@ -79,7 +81,7 @@ class EmpiricalNormalization(nn.Module):
             n = x.shape[0]
             batch_mean = x.mean(dim=0, keepdim=True)
             batch_var = x.var(dim=0, unbiased=False, keepdim=True)
-        if n == 0:
+        if n == 0:  # every rank's batch was empty
             return
         self.merge(batch_mean, batch_var, n)
 

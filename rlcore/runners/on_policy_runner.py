@@ -147,10 +147,7 @@ class OnPolicyRunner:
                     bad = step_bad if bad is None else bad | step_bad
                 self.alg.process_env_step(obs, rewards, dones, extras)
                 stats.step(rewards, dones, extras)
-            if bad is not None and bool(bad.any()):  # one host sync per rollout, not per step
-                names = list(obs.keys()) + ["rewards"]
-                culprits = [n for n, b in zip(names, bad.tolist()) if b]
-                raise FloatingPointError(f"Non-finite values (NaN/Inf) from the environment in: {', '.join(culprits)}.")
+            _raise_if_non_finite(bad, obs)  # one host sync per rollout, not per step
             self.alg.compute_returns(obs)
         return obs
 
@@ -168,14 +165,19 @@ class OnPolicyRunner:
             return obs
         policy = self.alg.get_policy()
         seen = [obs]
+        bad = None
         with torch.inference_mode():
             for _ in range(steps):
                 actions = policy(obs, stochastic_output=True)
-                obs, _, dones, _ = self.env.step(actions.to(self.env.device))
+                obs, rewards, dones, _ = self.env.step(actions.to(self.env.device))
                 obs, dones = obs.to(self.device), dones.to(self.device)
+                if self.cfg["check_for_nan"]:  # a NaN merged into the statistics would poison every later step
+                    step_bad = _non_finite_flags(obs, rewards.to(self.device))
+                    bad = step_bad if bad is None else bad | step_bad
                 for model in self.models.values():
                     model.reset(dones)
                 seen.append(obs)
+            _raise_if_non_finite(bad, obs)
             self.alg.update_normalization(torch.stack(seen))
         for model in self.models.values():
             model.reset()
@@ -195,7 +197,7 @@ class OnPolicyRunner:
         scalars["Perf/learning_time"] = learn_s
         actor = self.alg.get_policy()
         if getattr(actor, "distribution", None) is not None and getattr(actor.distribution, "std_param", None) is not None:
-            scalars["Policy/mean_std"] = float(actor.distribution.std_param.mean())
+            scalars["Policy/mean_std"] = float(actor.distribution.std_param.detach().mean())
         self._writer.add_scalars(scalars, it)
 
     # ------------------------------------------------------------------ checkpoints
@@ -249,6 +251,10 @@ class OnPolicyRunner:
                     va, vb = a.get(key), b.get(key)
                     if _norm(va) != _norm(vb):
                         diffs.append(f"{part}.{key}: checkpoint {va!r} vs config {vb!r}")
+            ga, gb = (c.get("obs_groups") for c in (saved, self.cfg))
+            if isinstance(ga, dict) and isinstance(gb, dict) and part in ga and part in gb:
+                if _norm(ga[part]) != _norm(gb[part]):
+                    diffs.append(f"obs_groups.{part}: checkpoint {ga[part]!r} vs config {gb[part]!r}")
         if diffs:
             raise ValueError(f"Checkpoint '{path}' was written for a different model: " + "; ".join(diffs) + ".")
 
@@ -277,6 +283,14 @@ def _non_finite_flags(obs: TensorDict, rewards: torch.Tensor) -> torch.Tensor:
     """Bool ``[G + 1]``: whether each obs group (and the rewards) holds a NaN/Inf."""
     flags = [~torch.isfinite(v).all() for v in obs.values()] + [~torch.isfinite(rewards).all()]
     return torch.stack(flags)
+
+
+def _raise_if_non_finite(bad: torch.Tensor | None, obs: TensorDict) -> None:
+    """Raise, naming the culprits, if any flag of ``_non_finite_flags`` (OR-ed over steps) is set."""
+    if bad is not None and bool(bad.any()):
+        names = list(obs.keys()) + ["rewards"]
+        culprits = [n for n, b in zip(names, bad.tolist()) if b]
+        raise FloatingPointError(f"Non-finite values (NaN/Inf) from the environment in: {', '.join(culprits)}.")
 
 
 def _norm(v):

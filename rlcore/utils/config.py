@@ -53,27 +53,32 @@ def resolve_class(cfg: Mapping) -> tuple[type, dict]:
 # Which set a missing observation set falls back to, in order of preference.
 _SET_FALLBACKS = {
     "actor": ["policy"],
-    "critic": ["actor"],
-    "student": ["actor"],
-    "teacher": ["critic", "actor"],
-    "rnd_state": ["critic", "actor"],
+    "critic": ["actor", "policy"],
+    "student": ["actor", "policy"],
+    "teacher": ["critic", "actor", "policy"],
+    "rnd_state": ["critic", "actor", "policy"],
 }
 
 
 def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, required_sets: list[str]) -> dict[str, list[str]]:
     """Complete ``obs_groups`` with defaults for ``required_sets`` and check every group exists.
 
-    A missing set falls back (with a printed notice) to: actor -> group "policy"; critic -> the actor's
-    groups; student -> actor's; teacher -> critic's, else actor's; rnd_state -> critic's, else actor's.
+    A missing set is filled, with a printed notice, by the first that applies: an env group with the
+    set's own name (rsl_rl's rule: an env group ``critic`` feeds the critic); then another set —
+    critic and student take the actor's, teacher and rnd_state the critic's, else the actor's; then
+    the env group ``policy``. ``"policy"`` is also accepted as the legacy name of the actor set.
 
     Raises:
-        ValueError: a group is not provided by the environment (names it and lists the available groups),
-            or a required set cannot be defaulted.
+        ValueError: a set lists no groups or a group the environment does not provide (names it and
+            lists the available groups), or a required set cannot be defaulted.
     """
     available = list(obs.keys())
     resolved: dict[str, list[str]] = {}
     for name, groups in dict(obs_groups or {}).items():
         groups = [groups] if isinstance(groups, str) else list(groups)
+        if not groups:
+            raise ValueError(f"obs_groups['{name}'] is an empty list; give at least one observation group "
+                             f"from: {', '.join(available)}.")
         for g in groups:
             if g not in available:
                 raise ValueError(
@@ -84,14 +89,18 @@ def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, required_set
     for name in required_sets:
         if name in resolved:
             continue
-        for fallback in _SET_FALLBACKS.get(name, []):
+        if name in available:
+            resolved[name] = [name]
+            print(f"[rlcore] obs_groups: no '{name}' set given, using the environment's '{name}' group")
+            continue
+        for fallback in _SET_FALLBACKS.get(name, ["policy"]):
             if fallback in resolved:
                 resolved[name] = list(resolved[fallback])
                 print(f"[rlcore] obs_groups: no '{name}' set given, using the '{fallback}' set: {resolved[name]}")
                 break
-            if fallback in available and name == "actor":
+            if fallback == "policy" and fallback in available:
                 resolved[name] = [fallback]
-                print(f"[rlcore] obs_groups: no 'actor' set given, using observation group '{fallback}'")
+                print(f"[rlcore] obs_groups: no '{name}' set given, using observation group 'policy'")
                 break
         if name not in resolved:
             raise ValueError(

@@ -25,7 +25,7 @@ class EpisodeStats:
         self.done_length = torch.zeros((), device=device)
         self.done_count = torch.zeros((), device=device)
         self.log_sums: dict[str, torch.Tensor] = {}
-        self.log_counts: dict[str, int] = {}
+        self.log_counts: dict[str, torch.Tensor] = {}  # steps whose value was finite (NaN = nothing to report)
         self.last = {"return": math.nan, "length": math.nan}
 
     def step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict) -> None:
@@ -41,9 +41,11 @@ class EpisodeStats:
         if logs:
             for key, value in logs.items():
                 v = value.float().mean() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+                v = v.to(done.device)
+                finite = torch.isfinite(v)
                 key = key if key.startswith("/") else "/" + key
-                self.log_sums[key] = self.log_sums.get(key, 0.0) + torch.nan_to_num(v, nan=0.0).to(done.device)
-                self.log_counts[key] = self.log_counts.get(key, 0) + 1
+                self.log_sums[key] = self.log_sums.get(key, 0.0) + torch.where(finite, v, 0.0)
+                self.log_counts[key] = self.log_counts.get(key, 0.0) + finite.float()
 
     def collect(self) -> dict[str, float]:
         """Means since the last call (episodes finished in that window); resets the window."""
@@ -53,7 +55,8 @@ class EpisodeStats:
         out = {"Episode/mean_return": self.last["return"], "Episode/mean_length": self.last["length"],
                "Episode/finished": n}
         for key, total in self.log_sums.items():
-            out["Env" + key] = float(total.item() if isinstance(total, torch.Tensor) else total) / self.log_counts[key]
+            count = float(self.log_counts[key])
+            out["Env" + key] = float(total) / count if count > 0 else math.nan  # NaN: not logged
         self.done_return.zero_()
         self.done_length.zero_()
         self.done_count.zero_()

@@ -1,4 +1,4 @@
-"""Tests for rlcore.algorithms.PPO: returns, time-out bootstrap, losses, learning-rate schedule, recurrence, checkpoints.
+"""Tests for rlcore.algorithms.PPO: returns, time-out bootstrap, losses, lr schedule, recurrence, checkpoints.
 
 Every test compares against a value computed independently here (by hand formulas on the stored data), so that
 a wrong sign, a swapped constant or an off-by-one step in the implementation changes the result.
@@ -43,7 +43,10 @@ def _first_batch_capture(ppo: PPO, monkeypatch) -> dict:
         return out
 
     monkeypatch.setattr(ppo.actor, "get_output_log_prob", log_prob)
-    ppo.critic.register_forward_hook(lambda m, i, o: cap.setdefault("values", o.detach().clone()))
+    def hook(module, inputs, output):
+        cap.setdefault("values", output.detach().clone())  # returns None: the output is not replaced
+
+    cap["hook"] = ppo.critic.register_forward_hook(hook)  # remove with cap["hook"].remove()
     return cap
 
 
@@ -172,6 +175,34 @@ def test_time_out_at_last_step_does_not_bootstrap_from_last_values(kit):
         assert returns_b[4, n, 0].item() == pytest.approx(s.rewards[4, n].item() + GAMMA * other_v[n].item(), abs=1e-5)
 
 
+def test_recurrent_critic_bootstraps_from_its_running_state_without_advancing_it(kit):
+    obs = kit.make_obs(N)
+    ppo = kit.make_ppo(obs, 3, gamma=GAMMA, critic_rnn="gru", critic_kwargs={"init_gains": [1.0, 1.0]})
+    final = kit.make_obs(N)
+    rewards = torch.tensor([1.0, 2.0, 3.0])
+    dones, time_outs = torch.tensor([False, True, True]), torch.tensor([False, True, False])
+    with torch.inference_mode():
+        ppo.act(obs)
+        ppo.process_env_step(obs, rewards, torch.zeros(N, dtype=torch.bool), {})
+        ppo.act(obs)
+        state = ppo.critic.get_hidden_state().clone()  # after obs of step 1, before the env step's reset
+        v_expected = ppo.critic(final).squeeze(-1)
+        ppo.critic.reset(hidden_state=None)
+        v_zero = ppo.critic(final).squeeze(-1)
+        ppo.critic.reset(hidden_state=state.clone())
+        assert (v_expected - v_zero).abs()[1] > 1e-4  # the episode's memory matters for V(final obs)
+        ppo.process_env_step(obs, rewards, dones, {"time_outs": time_outs, "final_observations": final})
+        # the bootstrap peeked: the carried state only had the done rows zeroed
+        torch.testing.assert_close(ppo.critic.get_hidden_state(), state * (~dones).view(1, -1, 1).float())
+        expected = rewards + GAMMA * v_expected * time_outs
+        torch.testing.assert_close(ppo.storage.rewards[1].squeeze(-1), expected)
+        ppo.act(obs)
+        ppo.process_env_step(obs, rewards, torch.zeros(N, dtype=torch.bool), {})
+        before = ppo.critic.get_hidden_state().clone()
+        ppo.compute_returns(obs)
+        assert torch.equal(ppo.critic.get_hidden_state(), before)
+
+
 def test_final_observations_of_other_rows_are_never_read(kit):
     """The env contract: only done rows of final_observations are meaningful; others may hold garbage (NaN)."""
     obs = kit.make_obs(N)
@@ -288,7 +319,7 @@ def _frozen_rollout(kit, monkeypatch, **ppo_kwargs):
 def test_value_loss_matches_hand_formula(kit, monkeypatch, clipped):
     ppo, calls = _frozen_rollout(kit, monkeypatch, use_clipped_value_loss=clipped)
     with torch.no_grad():  # move the critic so that v - v_old spreads around +-clip
-        ppo.critic.mlp[-1].weight.add_(torch.randn_like(ppo.critic.mlp[-1].weight) * 20.0)
+        ppo.critic.mlp[-1].weight.add_(torch.randn_like(ppo.critic.mlp[-1].weight) * 0.1)
     st = ppo.storage
     flat_obs = st.observations.reshape(-1)
     with torch.no_grad():
@@ -353,22 +384,24 @@ def test_first_ratio_is_one_with_obs_normalization_and_normalizers_update_after(
     env = kit.FakeEnv(num_envs=envs, obs_offset=2.0)
     ppo = kit.make_ppo(env.get_observations(), steps, num_learning_epochs=2, num_mini_batches=3,
                        actor_kwargs={"obs_normalization": True}, critic_kwargs={"obs_normalization": True})
+    seen = []  # normaliser statistics at every optimiser step
+    original_step = ppo.optimizer.step
+
+    def step(*a, **k):
+        seen.append((ppo.actor.obs_normalizer.count.item(), ppo.critic.obs_normalizer.count.item(),
+                     ppo.actor.obs_normalizer.mean))
+        return original_step(*a, **k)
+
+    monkeypatch.setattr(ppo.optimizer, "step", step)
     for iteration in range(2):
         kit.collect(ppo, env, steps)
         counts_before = (ppo.actor.obs_normalizer.count.item(), ppo.critic.obs_normalizer.count.item())
         mean_before = ppo.actor.obs_normalizer.mean
-        seen = []
-        original_step = ppo.optimizer.step
-
-        def step(*a, _original=original_step, **k):
-            seen.append((ppo.actor.obs_normalizer.count.item(), ppo.critic.obs_normalizer.count.item(),
-                         ppo.actor.obs_normalizer.mean))
-            return _original(*a, **k)
-
-        monkeypatch.setattr(ppo.optimizer, "step", step)
+        seen.clear()
         cap = _first_batch_capture(ppo, monkeypatch)
         rollout_policy = ppo.storage.observations["policy"].reshape(-1, 5).clone()
         ppo.update()
+        cap["hook"].remove()
         old = cap["batch"].old_actions_log_prob.squeeze(-1)
         torch.testing.assert_close(cap["log_prob"], old, atol=1e-6, rtol=0)
         torch.testing.assert_close(cap["values"], cap["batch"].values, atol=1e-6, rtol=0)
@@ -393,9 +426,20 @@ def test_recurrent_ppo_replays_hidden_states_exactly(kit, monkeypatch, actor_rnn
     assert ppo.is_recurrent
     for _ in range(2):  # the second rollout starts from a carried (non-zero) state
         kit.collect(ppo, env, steps)
-        assert ppo.storage.dones.sum() > 0
+        st = ppo.storage
+        assert st.dones.sum() > 0
+        # the state entering the step after a done is the zero state (both models were reset), any other is not
+        after_done = st.dones[:-1].squeeze(-1).bool()  # [T-1, N]
+        for buffers in (st.saved_hidden_state_a, st.saved_hidden_state_c):
+            if buffers is None:  # feed-forward critic
+                assert critic_rnn is None
+                continue
+            for buffer in buffers:  # [T, L, N, H]
+                per_env = buffer[1:].permute(0, 2, 1, 3).abs().flatten(2).sum(-1)  # [T-1, N]
+                assert (per_env[after_done] == 0).all() and (per_env[~after_done] > 0).all()
         cap = _first_batch_capture(ppo, monkeypatch)
         out = ppo.update()
+        cap["hook"].remove()
         batch = cap["batch"]
         assert batch.masks is not None and batch.observations.shape[1] > envs // 2  # several trajectories per env
         assert cap["log_prob"].shape == (steps, envs // 2)
@@ -460,7 +504,8 @@ def test_save_load_round_trip(kit):
     other = kit.make_ppo(env.get_observations(), 4, **kwargs)
     assert not torch.equal(other.actor.mlp[0].weight, ppo.actor.mlp[0].weight)
     assert other.load(state) is True
-    for a, b in ((ppo.actor, other.actor), (ppo.critic, other.critic), (ppo.reward_normalizer, other.reward_normalizer)):
+    pairs = ((ppo.actor, other.actor), (ppo.critic, other.critic), (ppo.reward_normalizer, other.reward_normalizer))
+    for a, b in pairs:
         sa, sb = a.state_dict(), b.state_dict()
         assert sa.keys() == sb.keys()
         for k in sa:
@@ -497,7 +542,7 @@ def test_load_checkpoint_of_other_model_size_names_the_difference(kit):
     with pytest.raises(ValueError, match=r"shape mismatch mlp\.0\.weight: checkpoint \(16, 5\) vs model \(32, 5\)"):
         load_model_state(bigger.actor, state["actor_state_dict"], "actor")
     deeper = kit.make_model(obs, "actor", 2, stochastic=True, hidden_dims=[16, 16])
-    with pytest.raises(ValueError, match=r"missing in checkpoint \['mlp\.2\.bias'"):
+    with pytest.raises(ValueError, match=r"missing in checkpoint \['mlp\.4\.bias', 'mlp\.4\.weight'\]"):
         load_model_state(deeper, state["actor_state_dict"], "actor")
 
 
@@ -515,7 +560,8 @@ def test_symmetry_refuses_recurrent_models_before_using_the_extension(kit, monke
     obs = kit.make_obs(N)
     for actor_rnn, critic_rnn in (("gru", None), (None, "lstm")):
         with pytest.raises(ValueError, match="symmetry.*recurrent"):
-            kit.make_ppo(obs, 2, actor_rnn=actor_rnn, critic_rnn=critic_rnn, symmetry_cfg={"use_data_augmentation": True})
+            kit.make_ppo(obs, 2, actor_rnn=actor_rnn, critic_rnn=critic_rnn,
+                         symmetry_cfg={"use_data_augmentation": True})
 
 
 def test_ppo_needs_a_stochastic_actor(kit):

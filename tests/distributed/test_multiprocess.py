@@ -111,7 +111,8 @@ def test_normalizer_statistics_pooled_over_ranks(results):
         for r in range(WORLD_SIZE):
             assert results[r]["local_obs_moments"][group]["n"] == per_rank
         state = results[0]["final"][model]
-        assert int(state["obs_normalizer.count"]) == WORLD_SIZE * per_rank
+        count = int(state["obs_normalizer.count"])
+        assert count == WORLD_SIZE * per_rank, f"{model} normaliser saw {count} samples, both ranks {WORLD_SIZE * per_rank}"
         # the merged statistics are those of both ranks' observations together
         moments = [results[r]["local_obs_moments"][group] for r in range(WORLD_SIZE)]
         total = sum(m["n"] for m in moments)

@@ -1,0 +1,311 @@
+"""Tests for rlcore.algorithms.Distillation: learning, gradient windows, teacher loading, recurrent replay, errors."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from rlcore.algorithms import Distillation, construct_algorithm
+
+GROUPS_SAME = {"student": ["policy"], "teacher": ["policy"]}
+
+
+def _mse_to_teacher(alg: Distillation, obs) -> float:
+    with torch.no_grad():
+        return (alg.student(obs) - alg.teacher(obs)).square().mean().item()
+
+
+def _count_steps(alg: Distillation, monkeypatch) -> list[int]:
+    calls: list[int] = []
+    original = alg.optimizer.step
+
+    def step(*a, **k):
+        calls.append(1)
+        return original(*a, **k)
+
+    monkeypatch.setattr(alg.optimizer, "step", step)
+    return calls
+
+
+# ============================================================================ 12: the student learns the teacher
+def test_student_learns_teacher(kit):
+    env = kit.FakeEnv(num_envs=16)
+    obs = env.get_observations()
+    alg = kit.make_distillation(obs, 8, groups=GROUPS_SAME, learning_rate=3e-3, num_learning_epochs=2,
+                                gradient_length=2, student_kwargs={"hidden_dims": [32]},
+                                teacher_kwargs={"hidden_dims": [16], "init_gains": [1.0, 1.0]})
+    held_out = kit.make_obs(256)
+    initial = _mse_to_teacher(alg, held_out)
+    assert initial > 0.1  # the teacher's actions are not near zero
+    teacher_state = {k: v.clone() for k, v in alg.teacher.state_dict().items()}
+    losses = []
+    for _ in range(40):
+        kit.collect(alg, env, 8, compute_returns=False)
+        losses.append(alg.update()["behavior"])
+    final = _mse_to_teacher(alg, held_out)
+    assert final < 0.05 * initial, (initial, final)
+    assert losses[-1] < 0.05 * losses[0]
+    for k, v in alg.teacher.state_dict().items():  # frozen
+        assert torch.equal(v, teacher_state[k])
+
+
+def test_behavior_loss_is_the_mean_mse_to_the_teacher(kit, monkeypatch):
+    """With a frozen optimiser the reported loss is the mean over steps of MSE(student mean, teacher action)."""
+    env = kit.FakeEnv(num_envs=4)
+    alg = kit.make_distillation(env.get_observations(), 5, teacher_kwargs={"init_gains": [1.0, 1.0]})
+    kit.collect(alg, env, 5, compute_returns=False)
+    monkeypatch.setattr(alg.optimizer, "step", lambda *a, **k: None)
+    st = alg.storage
+    with torch.no_grad():
+        expected = (alg.student(st.observations.reshape(-1)) - st.privileged_actions.reshape(-1, 2)).square().mean()
+    assert alg.update()["behavior"] == pytest.approx(expected.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("loss_type", ["mse", "huber"])
+def test_loss_type_selects_the_loss(kit, monkeypatch, loss_type):
+    env = kit.FakeEnv(num_envs=4)
+    alg = kit.make_distillation(env.get_observations(), 3, loss_type=loss_type,
+                                teacher_kwargs={"init_gains": [3.0, 3.0]})
+    kit.collect(alg, env, 3, compute_returns=False)
+    monkeypatch.setattr(alg.optimizer, "step", lambda *a, **k: None)
+    st = alg.storage
+    with torch.no_grad():
+        diff = alg.student(st.observations.reshape(-1)) - st.privileged_actions.reshape(-1, 2)
+    assert (diff.abs() > 1).any()  # huber differs from mse only beyond delta = 1
+    huber = torch.where(diff.abs() < 1, 0.5 * diff.square(), diff.abs() - 0.5)
+    per_elem = diff.square() if loss_type == "mse" else huber
+    assert alg.update()["behavior"] == pytest.approx(per_elem.mean().item(), rel=1e-5)
+
+
+# ============================================================================ 13: gradient_length windows
+@pytest.mark.parametrize(
+    "steps, gradient_length, epochs, expected",
+    [(7, 3, 1, 3), (7, 3, 2, 6), (6, 3, 1, 2), (7, 10, 1, 1), (7, 1, 1, 7)],
+)
+def test_gradient_length_windows(kit, monkeypatch, steps, gradient_length, epochs, expected):
+    env = kit.FakeEnv(num_envs=2)
+    alg = kit.make_distillation(env.get_observations(), steps, gradient_length=gradient_length,
+                                num_learning_epochs=epochs)
+    calls = _count_steps(alg, monkeypatch)
+    kit.collect(alg, env, steps, compute_returns=False)
+    alg.update()
+    assert len(calls) == expected
+
+
+def test_last_partial_window_is_applied(kit, monkeypatch):
+    """T=7, gradient_length=3: windows (0,1,2), (3,4,5), (6,) each give one step of their mean loss."""
+    env = kit.FakeEnv(num_envs=2)
+    alg = kit.make_distillation(env.get_observations(), 7, gradient_length=3, learning_rate=1e-2,
+                                teacher_kwargs={"init_gains": [1.0, 1.0]})
+    kit.collect(alg, env, 7, compute_returns=False)
+    grads = []
+    original = alg.optimizer.step
+
+    def step(*a, **k):
+        grads.append([p.grad.clone() for p in alg.student.mlp.parameters()])
+        return original(*a, **k)
+
+    monkeypatch.setattr(alg.optimizer, "step", step)
+    replay = copy.deepcopy(alg.student)
+    st = alg.storage
+    alg.update()
+    assert len(grads) == 3
+    opt = torch.optim.Adam(replay.parameters(), lr=1e-2)
+    for window, window_grads in zip(((0, 1, 2), (3, 4, 5), (6,)), grads):
+        opt.zero_grad()
+        loss = sum(nn.functional.mse_loss(replay(st.observations[t]), st.privileged_actions[t]) for t in window)
+        (loss / len(window)).backward()
+        for g, p in zip(window_grads, replay.mlp.parameters()):
+            torch.testing.assert_close(g, p.grad, atol=1e-6, rtol=1e-5)
+        opt.step()
+    for p, q in zip(replay.parameters(), alg.student.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
+
+
+def test_gradient_length_must_be_positive(kit):
+    with pytest.raises(ValueError, match="gradient_length"):
+        kit.make_distillation(kit.make_obs(2), 3, gradient_length=0)
+
+
+# ============================================================================ 14: loading a PPO checkpoint
+def test_ppo_checkpoint_becomes_the_frozen_teacher(kit):
+    env = kit.FakeEnv(num_envs=4)
+    obs = env.get_observations()
+    ppo = kit.make_ppo(obs, 4, actor_kwargs={"obs_normalization": True, "init_gains": [1.0, 1.0]})
+    kit.collect(ppo, env, 4)
+    ppo.update()  # moves weights and normaliser statistics away from their initial values
+    ppo_state = ppo.save()
+    checkpoint = {k: ppo_state[k] for k in ("actor_state_dict", "critic_state_dict")}
+
+    groups = {"student": ["policy"], "teacher": ["policy"]}
+    alg = kit.make_distillation(obs, 4, groups=groups, teacher_kwargs={"obs_normalization": True})
+    assert alg.teacher.distribution is None
+    assert not alg.teacher_loaded
+    assert alg.load(checkpoint) is False  # the iteration counter is not restored
+    assert alg.teacher_loaded
+    teacher_state = alg.teacher.state_dict()
+    for k, v in ppo.actor.state_dict().items():
+        if k.startswith("distribution."):
+            assert k not in teacher_state  # the PPO actor's std is dropped
+        else:
+            assert torch.equal(teacher_state[k], v), k
+    assert teacher_state["obs_normalizer.count"].item() == 16
+    assert all(not p.requires_grad for p in alg.teacher.parameters())
+    with torch.no_grad():  # the teacher acts like the PPO policy's deterministic output
+        torch.testing.assert_close(alg.teacher(obs), ppo.actor(obs))
+
+    frozen = {k: v.clone() for k, v in alg.teacher.state_dict().items()}
+    student_before = [p.detach().clone() for p in alg.student.parameters()]
+    alg.train_mode()
+    for _ in range(2):
+        kit.collect(alg, env, 4, compute_returns=False)
+        alg.update()
+    for k, v in alg.teacher.state_dict().items():  # weights and normaliser statistics unchanged
+        assert torch.equal(v, frozen[k]), k
+    assert any(not torch.equal(b, p) for b, p in zip(student_before, alg.student.parameters()))
+    assert {id(p) for g in alg.optimizer.param_groups for p in g["params"]} == {id(p) for p in alg.student.parameters()}
+
+
+def test_distillation_checkpoint_round_trip(kit):
+    env = kit.FakeEnv(num_envs=4)
+    alg = kit.make_distillation(env.get_observations(), 4)
+    kit.collect(alg, env, 4, compute_returns=False)
+    alg.update()
+    state = alg.save()
+    torch.manual_seed(7)
+    other = kit.make_distillation(env.get_observations(), 4)
+    assert other.load(state) is True
+    for a, b in ((alg.student, other.student), (alg.teacher, other.teacher)):
+        for (k, v), (k2, v2) in zip(a.state_dict().items(), b.state_dict().items()):
+            assert k == k2 and torch.equal(v, v2)
+    assert len(other.optimizer.state_dict()["state"]) == len(alg.optimizer.state_dict()["state"]) > 0
+
+
+def test_teacher_checkpoint_mismatch_names_the_difference(kit):
+    obs = kit.make_obs(4)
+    ppo = kit.make_ppo(obs, 2, actor_kwargs={"hidden_dims": [32]})
+    alg = kit.make_distillation(obs, 2, groups=GROUPS_SAME)
+    with pytest.raises(ValueError, match=r"teacher.*mlp\.0\.weight: checkpoint \(32, 5\) vs model \(16, 5\)"):
+        alg.load({"actor_state_dict": ppo.actor.state_dict()})
+
+
+# ============================================================================ 15: recurrent student
+def _record_means(alg: Distillation, env, steps: int):
+    """Collect a rollout; return the student's mean action at every step [T, N, A] and its final hidden state."""
+    obs = env.get_observations()
+    means = []
+    with torch.inference_mode():
+        for _ in range(steps):
+            actions = alg.act(obs)
+            means.append(alg.student.output_mean.clone())
+            obs, rewards, dones, extras = env.step(actions)
+            alg.process_env_step(obs, rewards, dones, extras)
+            for model in (alg.student, alg.teacher):  # finished episodes start from the zero state
+                for h in _as_tuple(model.get_hidden_state()):
+                    assert (h[:, dones].abs().sum() == 0) and (h[:, ~dones].abs().sum(-1) > 0).all()
+    state = alg.student.get_hidden_state()
+    state = tuple(s.clone() for s in state) if isinstance(state, tuple) else state.clone()
+    return torch.stack(means), state
+
+
+def _as_tuple(state):
+    return state if isinstance(state, tuple) else (state,)
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
+@pytest.mark.parametrize("gradient_length", [6, 2])
+def test_recurrent_student_replay_and_carried_state(kit, monkeypatch, rnn_type, gradient_length):
+    steps, envs = 6, 4
+    env = kit.FakeEnv(num_envs=envs, done_fn=kit.periodic_dones(envs, [2, 0, 3, 4]))
+    alg = kit.make_distillation(env.get_observations(), steps, student_rnn=rnn_type, teacher_rnn="gru",
+                                gradient_length=gradient_length, learning_rate=1e-2,
+                                student_kwargs={"obs_normalization": True})
+    for iteration in range(3):
+        start_state = alg.student.get_hidden_state()
+        means, end_state = _record_means(alg, env, steps)
+        if iteration > 0:  # the rollout started from the state carried over the previous update
+            for a, b in zip(_as_tuple(alg.rollout_start_states[0]), _as_tuple(start_state)):
+                assert torch.equal(a, b)
+            assert _as_tuple(start_state)[0].abs().sum() > 0
+        replayed = []
+
+        def hook(module, inputs, output):
+            replayed.append(output.detach().clone())
+
+        handle = alg.student.register_forward_hook(hook)
+        calls = _count_steps(alg, monkeypatch)
+        alg.update()
+        handle.remove()
+        assert len(calls) == math.ceil(steps / gradient_length)
+        # before the first optimiser step the replay reproduces the rollout exactly (hidden state, dones, normaliser)
+        torch.testing.assert_close(torch.stack(replayed[:gradient_length]), means[:gradient_length],
+                                   atol=1e-5, rtol=1e-5)
+        if gradient_length < steps:  # and afterwards the student has learnt something
+            assert not torch.allclose(replayed[-1], means[-1], atol=1e-5)
+        # after the update the student continues from the end-of-collection state
+        for a, b in zip(_as_tuple(alg.student.get_hidden_state()), _as_tuple(end_state)):
+            assert torch.equal(a, b)
+            assert not a.requires_grad
+
+
+# ============================================================================ 15: configuration errors
+def test_extensions_are_refused(kit):
+    obs = kit.make_obs(2)
+    with pytest.raises(ValueError, match="RND"):
+        kit.make_distillation(obs, 2, rnd_cfg={"weight": 1.0})
+    with pytest.raises(ValueError, match="symmetry"):
+        kit.make_distillation(obs, 2, symmetry_cfg={"use_data_augmentation": True})
+
+
+@pytest.mark.parametrize("ext, word", [("rnd_cfg", "RND"), ("symmetry_cfg", "symmetry")])
+def test_factory_refuses_extensions(kit, ext, word):
+    env = kit.FakeEnv(num_envs=2)
+    cfg = _distillation_cfg()
+    cfg["algorithm"][ext] = {"weight": 1.0}
+    with pytest.raises(ValueError, match=rf"Distillation does not support the {word} extension \({ext} is set\)"):
+        construct_algorithm(env.get_observations(), env, cfg, "cpu")
+    cfg["algorithm"][ext] = None  # explicitly disabled is fine
+    assert isinstance(construct_algorithm(env.get_observations(), env, cfg, "cpu"), Distillation)
+
+
+def test_unknown_loss_type_lists_valid_ones(kit):
+    with pytest.raises(ValueError, match=r"loss_type 'l1'.*mse, huber"):
+        kit.make_distillation(kit.make_obs(2), 2, loss_type="l1")
+
+
+def test_student_needs_a_distribution(kit):
+    obs = kit.make_obs(2)
+    from rlcore.storage import RolloutStorage
+
+    groups = {"student": ["policy"], "teacher": ["policy"]}
+    student = kit.make_model(obs, "student", 2, groups=groups)
+    teacher = kit.make_model(obs, "teacher", 2, groups=groups)
+    with pytest.raises(ValueError, match="distribution_cfg"):
+        Distillation(student, teacher, RolloutStorage("distillation", 2, 2, obs, [2]))
+
+
+def _distillation_cfg() -> dict:
+    return {
+        "num_steps_per_env": 3,
+        "obs_groups": {"student": ["policy"], "teacher": ["policy", "privileged"]},
+        "student": {"class_name": "RNNModel", "hidden_dims": [8], "rnn_type": "gru", "rnn_hidden_dim": 8,
+                    "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+        "teacher": {"class_name": "MLPModel", "hidden_dims": [8]},
+        "algorithm": {"class_name": "Distillation", "gradient_length": 2, "num_learning_epochs": 1},
+    }
+
+
+def test_factory_builds_distillation(kit):
+    env = kit.FakeEnv(num_envs=2)
+    alg = construct_algorithm(env.get_observations(), env, _distillation_cfg(), "cpu")
+    assert isinstance(alg, Distillation)
+    assert alg.student.obs_groups == ["policy"] and alg.teacher.obs_groups == ["policy", "privileged"]
+    assert alg.student.is_recurrent and alg.gradient_length == 2
+    assert alg.storage.training_type == "distillation" and alg.storage.num_transitions_per_env == 3
+    kit.collect(alg, env, 3, compute_returns=False)
+    out = alg.update()
+    assert set(out) == {"behavior", "learning_rate"} and math.isfinite(out["behavior"])
