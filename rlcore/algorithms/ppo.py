@@ -174,13 +174,18 @@ class PPO:
         if time_outs is not None:
             time_outs = time_outs.to(self.device).bool().reshape(-1)
             final_obs = extras.get("final_observations")
-            if final_obs is not None:
-                bootstrap = self._peek_values(final_obs.to(self.device))
-            else:
-                bootstrap = t.values
+            if final_obs is None:
+                bootstrap = t.values.reshape(-1)
+            elif self.critic.is_recurrent:  # needs every env's carried state
+                bootstrap = self._peek_values(final_obs.to(self.device)).reshape(-1)
+            else:  # evaluate only the truncated envs: most steps have none
+                idx = time_outs.nonzero().squeeze(-1)
+                bootstrap = torch.zeros_like(rewards)
+                if idx.numel() > 0:
+                    bootstrap[idx] = self.critic(final_obs.to(self.device)[idx]).reshape(-1).to(rewards.dtype)
             # Select rather than multiply: rows that are not time-outs may hold anything (even NaN) in
             # final_observations, and NaN * 0 would still poison their rewards.
-            rewards = rewards + self.gamma * torch.where(time_outs, bootstrap.reshape(-1), 0.0)
+            rewards = rewards + self.gamma * torch.where(time_outs, bootstrap, 0.0)
         t.rewards = rewards
         t.dones = dones
         self.storage.add_transition(t)
@@ -382,10 +387,7 @@ class PPO:
             for group in self.optimizer.param_groups:
                 group["lr"] = self.learning_rate
         if self.reward_normalizer is not None and "reward_normalizer_state_dict" in state:
-            reward_state = state["reward_normalizer_state_dict"]
-            if "disc_return" in reward_state:  # the running-return buffer is sized lazily [N]: match the checkpoint
-                self.reward_normalizer.disc_return = torch.zeros_like(reward_state["disc_return"], device=self.device)
-            self.reward_normalizer.load_state_dict(reward_state)
+            self.reward_normalizer.load_state_dict(state["reward_normalizer_state_dict"])
         if cfg["rnd"] and self.rnd is not None and "rnd_state_dict" in state:
             self.rnd.load_state_dict(state["rnd_state_dict"])
             if "rnd_optimizer_state_dict" in state:
