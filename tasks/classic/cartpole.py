@@ -14,8 +14,7 @@ import math
 import torch
 from tensordict import TensorDict
 
-from rlcore.env import VecEnv
-from tasks.classic.base import ClassicTaskState
+from tasks.classic.base import ClassicTask
 
 #: Physics constants and failure thresholds; any of them can be overridden through ``**cfg``.
 CARTPOLE_DEFAULTS: dict[str, float] = {
@@ -31,7 +30,7 @@ CARTPOLE_DEFAULTS: dict[str, float] = {
 }
 
 
-class CartPole(ClassicTaskState, VecEnv):
+class CartPole(ClassicTask):
     """``num_envs`` cart-poles that must keep the pole upright; reward +1 for every step taken.
 
     State ``self.state`` ``[N, 4]`` = (x, x_dot, theta, theta_dot); it may be set directly.
@@ -41,66 +40,28 @@ class CartPole(ClassicTaskState, VecEnv):
     Terminal when ``|x| > x_threshold`` or ``|theta| > theta_threshold`` after the step (that step
     still earns +1, as in Gymnasium, so a perfect episode returns ``max_episode_length``).
 
-    ``extras["log"]`` reports, without any host sync, the mean over envs of each env's most recently
-    finished episode return / length (NaN until some env has finished an episode).
-
-    ``state_dict()`` / ``load_state_dict()`` save and restore the whole task state (physical state, episode
-    counters and statistics, generator) for an exact resume of training.
+    Episode bookkeeping, ``extras["log"]`` and ``state_dict()`` / ``load_state_dict()`` come from
+    :class:`~tasks.classic.base.ClassicTask`.
     """
 
-    num_actions: int = 1
+    DEFAULTS = CARTPOLE_DEFAULTS
 
-    def __init__(
-        self,
-        num_envs: int = 1024,
-        device: str | torch.device = "cpu",
-        max_episode_length: int = 500,
-        hide_velocity: bool = False,
-        seed: int | None = None,
-        **cfg: float,
-    ) -> None:
-        unknown = set(cfg) - set(CARTPOLE_DEFAULTS)
-        if unknown:
-            raise TypeError(f"unknown CartPole settings {sorted(unknown)}; valid: {sorted(CARTPOLE_DEFAULTS)}")
-        self.num_envs = int(num_envs)
-        self.device = torch.device(device)
-        self.max_episode_length = int(max_episode_length)
-        self.hide_velocity = bool(hide_velocity)
-        p = {**CARTPOLE_DEFAULTS, **{k: float(v) for k, v in cfg.items()}}
-        self.cfg: dict = {
-            "num_envs": self.num_envs,
-            "device": str(self.device),
-            "max_episode_length": self.max_episode_length,
-            "hide_velocity": self.hide_velocity,
-            "seed": seed,
-            **p,
-        }
-        self.gravity = p["gravity"]
-        self.masspole = p["masspole"]
-        self.total_mass = p["masspole"] + p["masscart"]
-        self.length = p["length"]
-        self.polemass_length = p["masspole"] * p["length"]
-        self.force_mag = p["force_mag"]
-        self.tau = p["tau"]
-        self.x_threshold = p["x_threshold"]
-        self.theta_threshold = p["theta_threshold"]
-        self.reset_noise = p["reset_noise"]
+    def __init__(self, num_envs: int = 1024, device: str | torch.device = "cpu", max_episode_length: int = 500,
+                 hide_velocity: bool = False, seed: int | None = None, **cfg: float) -> None:
+        super().__init__(num_envs, device, max_episode_length, hide_velocity, seed, **cfg)
 
-        self.generator = torch.Generator(device=self.device)
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(int(seed))
+    def _configure(self, physics: dict[str, float]) -> None:
+        self.gravity = physics["gravity"]
+        self.masspole = physics["masspole"]
+        self.total_mass = physics["masspole"] + physics["masscart"]
+        self.length = physics["length"]
+        self.polemass_length = physics["masspole"] * physics["length"]
+        self.force_mag = physics["force_mag"]
+        self.tau = physics["tau"]
+        self.x_threshold = physics["x_threshold"]
+        self.theta_threshold = physics["theta_threshold"]
+        self.reset_noise = physics["reset_noise"]
 
-        n = self.num_envs
-        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=self.device)
-        self.episode_return = torch.zeros(n, device=self.device)
-        # Return / length of each env's last finished episode (NaN until it finishes one), for logging.
-        self._last_return = torch.full((n,), float("nan"), device=self.device)
-        self._last_length = torch.full((n,), float("nan"), device=self.device)
-        self.state = self._sample_start_states()
-
-    # ------------------------------------------------------------------ helpers
     def _sample_start_states(self) -> torch.Tensor:
         """Fresh start states ``[N, 4]`` ~ U[-reset_noise, reset_noise]."""
         u = torch.rand(self.num_envs, 4, generator=self.generator, device=self.device)
@@ -112,28 +73,12 @@ class CartPole(ClassicTaskState, VecEnv):
         policy = state[:, 0::2].clone() if self.hide_velocity else state.clone()
         return TensorDict({"policy": policy, "critic": critic}, batch_size=[self.num_envs], device=self.device)
 
-    # ------------------------------------------------------------------ VecEnv API
-    def get_observations(self) -> TensorDict:
-        """Current observations, ``TensorDict[N]`` with ``policy`` and ``critic`` groups."""
-        return self._observe(self.state)
-
-    def reset(self) -> TensorDict:
-        """Reset every env to a fresh start state and return its observations."""
-        self.state = self._sample_start_states()
-        self.episode_length_buf.zero_()
-        self.episode_return.zero_()
-        return self.get_observations()
-
-    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Advance one control step with ``actions [N, 1]``; finished envs are reset in place.
-
-        Returns ``(obs, rewards [N] float32, dones [N] bool, extras)`` where ``extras`` holds
-        ``time_outs [N]`` (time limit reached and not terminal), ``final_observations`` (pre-reset
-        observation) and ``log``.
-        """
-        a = actions.reshape(self.num_envs, -1)[:, 0].to(self.device, torch.float32).clamp(-1.0, 1.0)
-        force = a * self.force_mag
-        x, x_dot, theta, theta_dot = self.state.unbind(-1)
+    def _physics_step(
+        self, state: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Explicit Euler step of CartPole-v1 under the force ``actions * force_mag``; +1 reward per step."""
+        force = actions * self.force_mag
+        x, x_dot, theta, theta_dot = state.unbind(-1)
         cos, sin = torch.cos(theta), torch.sin(theta)
         temp = (force + self.polemass_length * theta_dot.square() * sin) / self.total_mass
         theta_acc = (self.gravity * sin - cos * temp) / (
@@ -150,30 +95,6 @@ class CartPole(ClassicTaskState, VecEnv):
             ),
             dim=-1,
         )
-
         terminated = (next_state[:, 0].abs() > self.x_threshold) | (next_state[:, 2].abs() > self.theta_threshold)
         rewards = torch.ones(self.num_envs, device=self.device)
-        # Read the buffer attribute every step: runners may replace it (random initial lengths).
-        self.episode_length_buf += 1
-        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
-        dones = terminated | time_outs
-        final_obs = self._observe(next_state)
-
-        self.episode_return += rewards
-        self._last_return = torch.where(dones, self.episode_return, self._last_return)
-        self._last_length = torch.where(dones, self.episode_length_buf.float(), self._last_length)
-        self.episode_return.masked_fill_(dones, 0.0)
-        self.episode_length_buf.masked_fill_(dones, 0)
-        # Sample for every row and select, so that resetting needs no host sync.
-        self.state = torch.where(dones.unsqueeze(-1), self._sample_start_states(), next_state)
-        obs = self._observe(self.state)
-
-        extras = {
-            "time_outs": time_outs,
-            "final_observations": final_obs,
-            "log": {
-                "/episode_return_mean": torch.nanmean(self._last_return),
-                "/episode_length_mean": torch.nanmean(self._last_length),
-            },
-        }
-        return obs, rewards, dones, extras
+        return next_state, rewards, terminated
