@@ -42,6 +42,7 @@ def build_train_cfg(cfg: DictConfig, teacher_ckpt: dict | None = None) -> dict:
         saved = teacher_ckpt.get("train_cfg") or {}
         if "actor" not in saved:
             raise UserError("The teacher checkpoint has no actor config (was it written by a PPO run of rlcore?).")
+        _drop_ppo_only_settings(alg)
         train["student"] = c["model"]["actor"]
         train["teacher"] = {k: v for k, v in saved["actor"].items() if k != "distribution_cfg"}
         train["obs_groups"] = {"student": task_groups.get("actor", ["policy"]),
@@ -60,6 +61,21 @@ def build_train_cfg(cfg: DictConfig, teacher_ckpt: dict | None = None) -> dict:
             alg["symmetry_cfg"] = {**extensions["symmetry"], "data_augmentation_func": func}
     train["algorithm"] = alg
     return train
+
+
+def _drop_ppo_only_settings(alg: dict) -> None:
+    """Task files tune PPO (gamma, entropy_coef, ...); those keys mean nothing to Distillation."""
+    import inspect
+
+    from rlcore.algorithms import PPO, Distillation
+
+    ppo_keys = set(inspect.signature(PPO.__init__).parameters)
+    dist_keys = set(inspect.signature(Distillation.__init__).parameters)
+    dropped = sorted(k for k in alg if k in ppo_keys and k not in dist_keys)
+    for k in dropped:
+        alg.pop(k)
+    if dropped:
+        print(f"[rlcore] algorithm=distillation: ignoring PPO-only settings {', '.join(dropped)}")
 
 
 def run(cfg: DictConfig) -> None:

@@ -245,8 +245,10 @@ class OnPolicyRunner:
             a, b = saved.get(part), self.cfg.get(part)
             if not isinstance(a, dict) or not isinstance(b, dict):
                 continue
-            for key in ("class_name", "hidden_dims", "rnn_type", "rnn_hidden_dim", "rnn_num_layers",
-                        "obs_normalization"):
+            keys = ("class_name", "hidden_dims", "rnn_type", "rnn_hidden_dim", "rnn_num_layers", "obs_normalization")
+            if a.get("class_name") != b.get("class_name"):
+                keys = ("class_name",)  # a different model type: its size keys would only add noise
+            for key in keys:
                 if key in a or key in b:
                     va, vb = a.get(key), b.get(key)
                     if _norm(va) != _norm(vb):
