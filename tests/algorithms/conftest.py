@@ -159,3 +159,11 @@ def kit():
         make_distillation=make_distillation, collect=collect, periodic_dones=periodic_dones,
         GAUSSIAN=GAUSSIAN, GROUPS=GROUPS, SHAPES=SHAPES,
     )
+
+
+def pytest_configure(config):
+    """Register the ``learning`` marker (slow tests that train to a return threshold; see test_learning.py)."""
+    config.addinivalue_line(
+        "markers", "learning: trains policies to a return threshold (about a minute in total); "
+        "deselect with -m 'not learning'"
+    )
