@@ -598,3 +598,21 @@ def test_pendulum_iteration_through_factory(kit):
     assert all(math.isfinite(v) for v in out.values())
     assert any(not torch.equal(b, p) for b, p in zip(before, ppo.actor.parameters()))
     assert ppo.actor.obs_normalizer.count.item() == 2 * 8 * 8
+
+
+def test_bf16_autocast_update_matches_float32_losses(kit):
+    """bf16 autocast changes precision, not the maths: the losses of one update agree with float32's."""
+    results = []
+    for use_bf16 in (False, True):
+        torch.manual_seed(0)
+        env = kit.FakeEnv(num_envs=8, seed=0)
+        ppo = kit.make_ppo(env.get_observations(), num_steps=6, use_bf16=use_bf16, num_learning_epochs=1,
+                           num_mini_batches=2, schedule="fixed")
+        torch.manual_seed(1)
+        kit.collect(ppo, env, 6)
+        torch.manual_seed(2)
+        results.append(ppo.update())
+    fp32, bf16 = results
+    assert bf16["value"] == pytest.approx(fp32["value"], rel=0.05)
+    assert bf16["entropy"] == pytest.approx(fp32["entropy"], rel=0.05)
+    assert abs(bf16["surrogate"] - fp32["surrogate"]) < 0.05
