@@ -104,12 +104,17 @@ def ppo_cfg(gamma: float, seed: int = SEED, actor: dict | None = None, critic: d
 
 
 def train(task: str, cfg: dict, iterations: int, runner_class=OnPolicyRunner, teacher: str | None = None,
-          **task_kw) -> OnPolicyRunner:
-    """A runner trained for ``iterations`` on ``task`` (env seeded by the config's seed), without logging."""
+          history: list | None = None, **task_kw) -> OnPolicyRunner:
+    """A runner trained for ``iterations`` on ``task`` (env seeded by the config's seed), without logging.
+
+    ``history``, when given, receives every ``alg.update()`` result in order.
+    """
     env = make_task(task, num_envs=NUM_ENVS, seed=cfg["seed"], **task_kw)
     runner = runner_class(env, cfg, log_dir=None, device="cpu")
     if teacher is not None:
         runner.load(teacher)
+    if history is not None:
+        record_losses(runner, history)
     runner.learn(iterations, init_at_random_ep_len=True)
     return runner
 
@@ -151,9 +156,8 @@ def report(name: str, value: float, threshold: str, seconds: float) -> None:
     print(f"\n[learning] {name}: {value:.4g} (threshold {threshold}) in {seconds:.1f} s")
 
 
-def record_losses(runner: OnPolicyRunner) -> list[dict]:
-    """Every ``alg.update()`` result from now on, in order."""
-    history: list[dict] = []
+def record_losses(runner: OnPolicyRunner, history: list) -> None:
+    """Append every ``alg.update()`` result from now on to ``history``, in order."""
     update = runner.alg.update
 
     def recorded():
@@ -162,7 +166,6 @@ def record_losses(runner: OnPolicyRunner) -> list[dict]:
         return out
 
     runner.alg.update = recorded
-    return history
 
 
 # ============================================================================ PPO
@@ -273,11 +276,9 @@ def test_rnd_ppo_pendulum():
                "state_normalization": True, "learning_rate": 1e-3}
     cfg = ppo_cfg(gamma=0.98, rnd_cfg=rnd_cfg,
                   obs_groups={"actor": ["policy"], "critic": ["policy"], "rnd_state": ["critic"]})
-    env = make_task("pendulum", num_envs=NUM_ENVS, seed=cfg["seed"])
-    runner = OnPolicyRunner(env, cfg, log_dir=None, device="cpu")
-    history = record_losses(runner)
+    history: list[dict] = []
     start = time.perf_counter()
-    runner.learn(25, init_at_random_ep_len=True)
+    runner = train("pendulum", cfg, iterations=25, history=history)
     seconds = time.perf_counter() - start
     mean_return, _ = evaluate(runner, "pendulum")
 
@@ -296,11 +297,9 @@ def test_symmetry_ppo_cartpole():
     symmetry_cfg = {"use_data_augmentation": True, "use_mirror_loss": True, "mirror_loss_coeff": 1.0,
                     "data_augmentation_func": "tasks.classic.symmetry:cartpole_mirror"}
     cfg = ppo_cfg(gamma=0.99, symmetry_cfg=symmetry_cfg)
-    env = make_task("cartpole", num_envs=NUM_ENVS, seed=cfg["seed"])
-    runner = OnPolicyRunner(env, cfg, log_dir=None, device="cpu")
-    history = record_losses(runner)
+    history: list[dict] = []
     start = time.perf_counter()
-    runner.learn(25, init_at_random_ep_len=True)
+    runner = train("cartpole", cfg, iterations=25, history=history)
     seconds = time.perf_counter() - start
     mean_return, seen = evaluate(runner, "cartpole")
 
