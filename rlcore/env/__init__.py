@@ -1,5 +1,10 @@
-"""Environment contract and adapters."""
+"""Environment contract and adapters.
 
+``GymnasiumVecEnv`` imports gymnasium only when it is built, so rlcore works without gymnasium installed.
+"""
+
+from rlcore.env.gymnasium import GymnasiumVecEnv
+from rlcore.env.legged_gym import LeggedGymVecEnv
 from rlcore.env.vec_env import VecEnv
 
-__all__ = ["VecEnv"]
+__all__ = ["GymnasiumVecEnv", "LeggedGymVecEnv", "VecEnv"]
