@@ -88,8 +88,13 @@ class OnPolicyRunner:
         return {n: getattr(self.alg, n) for n in ("actor", "critic", "student", "teacher") if hasattr(self.alg, n)}
 
     # ------------------------------------------------------------------ training
-    def learn(self, num_learning_iterations: int | None = None, init_at_random_ep_len: bool = False) -> None:
-        """Run ``num_learning_iterations`` iterations (default: ``max_iterations``) from the current one."""
+    def learn(self, num_learning_iterations: int | None = None, init_at_random_ep_len: bool = False,
+              callback: Callable[[int, dict], bool | None] | None = None) -> None:
+        """Run ``num_learning_iterations`` iterations (default: ``max_iterations``) from the current one.
+
+        ``callback(iteration, episode_stats)`` runs on the main process after every iteration with the
+        iteration's logged episode/env statistics; returning True stops training (benchmarks use it).
+        """
         num_it = int(num_learning_iterations if num_learning_iterations is not None else self.cfg["max_iterations"])
         self._check_ready()
         if init_at_random_ep_len and self.fresh_start:
@@ -121,6 +126,8 @@ class OnPolicyRunner:
                     if it % int(self.cfg["log_interval"]) == 0 or it == start + num_it - 1:
                         report.print(it, steps_per_it, t1 - t0, t2 - t1, ep, losses)
                     self._log(it, ep, losses, steps_per_it, t1 - t0, t2 - t1)
+                    if callback is not None and callback(it, {**ep, "collect_s": t1 - t0, "learn_s": t2 - t1}):
+                        break
                 if self.log_dir is not None and (it + 1) % int(self.cfg["save_interval"]) == 0:
                     self.save(os.path.join(self.log_dir, f"model_{it + 1}.pt"))
         except KeyboardInterrupt:

@@ -1,0 +1,101 @@
+"""Go2 environment throughput: the task's control steps per second against raw MuJoCo rollout.
+
+For each env count it builds ``task=go2`` (its Hydra task settings, ``conf/task/go2.yaml``) and steps it
+with a fixed random policy (Gaussian actions, std 0.5, from a seeded generator): that is the *task* rate,
+physics plus the whole MDP (observations, rewards, terminations, resets, commands, pushes, numpy <->
+torch). The *raw* rate steps the very same simulator object (same compiled models, variants and
+thread count) with the same kind of joint targets through ``Go2Sim.step`` alone, i.e. one MuJoCo
+threaded rollout call per control step and nothing else, from the states the task run reached.
+Runs alternate task and raw blocks, so a change of machine load hits both alike.
+
+Run (from the repository root)::
+
+    python bench/env_throughput.py                   # 1024 and 4096 envs
+    python bench/env_throughput.py --envs 512 2048 --steps 50
+
+Last line: ``env_throughput: envs=<n> task_steps_per_s=<a> raw_steps_per_s=<b> ratio=<a/b>`` (largest n).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--envs", type=int, nargs="+", default=[1024, 4096])
+    p.add_argument("--steps", type=int, default=40, help="control steps per timed block")
+    p.add_argument("--blocks", type=int, default=3, help="alternating task/raw blocks per env count")
+    p.add_argument("--warmup", type=int, default=20, help="control steps before timing")
+    p.add_argument("--threads", type=int, default=None, help="MuJoCo threads (default: all cores)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> tuple[float, float]:
+    args = parse_args(argv)
+    import torch
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from tasks.registry import make_task
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["task=go2"])
+    env_kwargs = OmegaConf.to_container(cfg.task.env, resolve=True) or {}
+    if args.threads:
+        env_kwargs.setdefault("sim", {})["threads"] = args.threads
+    result = (float("nan"), float("nan"))
+    for n in args.envs:
+        env = make_task("go2", num_envs=n, device="cpu", seed=0, **env_kwargs)
+        gen = torch.Generator().manual_seed(0)
+        scale = env.cfg_task.control.action_scale
+        default = env.default_dof_pos.double().numpy()
+
+        def task_block(steps: int) -> float:
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                for _ in range(steps):
+                    env.step(0.5 * torch.randn(n, 12, generator=gen))
+            return time.perf_counter() - t0
+
+        def raw_block(steps: int) -> float:
+            saved = env.sim.state.copy()  # raw steps start from the task's states and leave them as they were
+            targets = [default + scale * 0.5 * torch.randn(n, 12, generator=gen).double().numpy() for _ in range(steps)]
+            t0 = time.perf_counter()
+            for target in targets:
+                env.sim.step(target)
+            elapsed = time.perf_counter() - t0
+            env.sim.state[:] = saved
+            return elapsed
+
+        task_block(args.warmup)
+        raw_block(min(args.warmup, 5))
+        task_t = raw_t = 0.0
+        for _ in range(args.blocks):
+            task_t += task_block(args.steps)
+            raw_t += raw_block(args.steps)
+        total = n * args.steps * args.blocks
+        task_rate, raw_rate = total / task_t, total / raw_t
+        print(f"[env_throughput] envs={n} threads={env.sim.nthread} physics_dt={env.cfg_task.sim.dt} "
+              f"decimation={env.sim.decimation}: task {task_rate:,.0f} steps/s, raw MuJoCo {raw_rate:,.0f} steps/s, "
+              f"ratio {task_rate / raw_rate:.2f}", flush=True)
+        result = (task_rate, raw_rate)
+        env.close()
+    task_rate, raw_rate = result
+    print(f"env_throughput: envs={args.envs[-1]} task_steps_per_s={task_rate:.0f} raw_steps_per_s={raw_rate:.0f} "
+          f"ratio={task_rate / raw_rate:.2f}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

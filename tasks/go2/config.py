@@ -1,0 +1,217 @@
+"""Every setting of the Go2 task, as nested dataclasses with legged_gym-like defaults.
+
+The Hydra task file (``conf/task/go2.yaml``) passes a nested dict of overrides; :func:`make_config`
+merges it into these defaults and rejects an unknown key or a wrongly-typed value with its key path
+(``go2.rewards.weights.feet_air_tme: unknown key; valid: ...``), so a typo never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class SimCfg:
+    dt: float = 0.005  # physics step [s] (200 Hz)
+    decimation: int = 4  # physics steps per control step (50 Hz control)
+    solver_iterations: int = 4
+    solver_ls_iterations: int = 6
+    threads: int | None = None  # MuJoCo rollout threads (None: all available cores)
+
+
+@dataclass
+class ControlCfg:
+    kp: float = 20.0  # PD stiffness [N m / rad]
+    kd: float = 0.5  # PD damping [N m s / rad]
+    action_scale: float = 0.25  # joint target = default + action_scale * action
+    clip_actions: float = 100.0
+    # Default standing pose (unitree_rl_gym go2): hip, thigh, calf per leg FL, FR, RL, RR.
+    default_joint_pos: list[float] = field(
+        default_factory=lambda: [0.1, 0.8, -1.5, -0.1, 0.8, -1.5, 0.1, 1.0, -1.5, -0.1, 1.0, -1.5]
+    )
+
+
+@dataclass
+class InitCfg:
+    base_height: float = 0.34  # spawn height of the base [m]: feet just above the ground in the default pose
+    joint_pos_scale: list[float] = field(default_factory=lambda: [0.8, 1.2])  # default pose x U(lo, hi)
+    base_lin_vel: float = 0.5  # |vx|, |vy| <= this at reset [m/s]
+    base_ang_vel: float = 0.5  # |wx|, |wy|, |wz| <= this at reset [rad/s]
+    random_yaw: bool = True
+
+
+@dataclass
+class CommandsCfg:
+    resampling_time: float = 10.0  # [s]
+    heading_command: bool = True  # yaw rate from a heading error instead of sampled directly
+    heading_stiffness: float = 0.5  # yaw rate = clip(stiffness * heading error, ang_vel_yaw range)
+    lin_vel_x: list[float] = field(default_factory=lambda: [-1.0, 1.0])
+    lin_vel_y: list[float] = field(default_factory=lambda: [-1.0, 1.0])
+    ang_vel_yaw: list[float] = field(default_factory=lambda: [-1.0, 1.0])
+    heading: list[float] = field(default_factory=lambda: [-3.14159, 3.14159])
+    zero_below: float = 0.2  # xy commands with a norm under this become 0 (standing still is a skill too)
+
+
+@dataclass
+class RewardsCfg:
+    # Each term is a named function in tasks/go2/rewards.py; weight 0 disables it. Weights are per
+    # second: the task multiplies them by the control period, as legged_gym does.
+    weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "tracking_lin_vel": 1.0,
+            "tracking_ang_vel": 0.5,
+            "lin_vel_z": -2.0,
+            "ang_vel_xy": -0.05,
+            "orientation": -1.0,
+            "base_height": -10.0,
+            "torques": -0.0002,
+            "dof_vel": 0.0,
+            "dof_acc": -2.5e-7,
+            "action_rate": -0.01,
+            "feet_air_time": 1.0,
+            "collision": -1.0,
+            "dof_pos_limits": -10.0,
+            "termination": 0.0,
+        }
+    )
+    tracking_sigma: float = 0.25
+    base_height_target: float = 0.30
+    soft_dof_pos_limit: float = 0.9  # fraction of the joint range before the limit penalty starts
+    feet_air_time_target: float = 0.5  # [s]
+    contact_threshold: float = 1.0  # [N] normal force that counts as contact
+    only_positive_rewards: bool = True  # clip the total at 0 (legged_gym): avoids learning to die early
+
+
+@dataclass
+class TerminationCfg:
+    base_contact: bool = True
+    max_tilt: float = 1.0  # [rad] roll or pitch magnitude that ends an episode
+    min_base_height: float = 0.12  # [m] above the terrain under the base
+
+
+@dataclass
+class ObsCfg:
+    lin_vel_scale: float = 2.0
+    ang_vel_scale: float = 0.25
+    dof_pos_scale: float = 1.0
+    dof_vel_scale: float = 0.05
+    command_scale: list[float] = field(default_factory=lambda: [2.0, 2.0, 0.25])
+    height_scale: float = 5.0
+    clip: float = 100.0
+    add_noise: bool = True
+    noise_level: float = 1.0
+    # Uniform noise amplitudes, in physical units before scaling.
+    noise_ang_vel: float = 0.2
+    noise_gravity: float = 0.05
+    noise_dof_pos: float = 0.01
+    noise_dof_vel: float = 1.5
+    noise_height: float = 0.1
+    # height_scan grid around the base (x forward, y left, in the yaw frame)
+    scan_x: list[float] = field(default_factory=lambda: [-0.8, 0.8])
+    scan_y: list[float] = field(default_factory=lambda: [-0.5, 0.5])
+    scan_resolution: float = 0.1
+
+
+@dataclass
+class DomainRandCfg:
+    randomize_friction: bool = True
+    friction_range: list[float] = field(default_factory=lambda: [0.5, 1.25])
+    randomize_base_mass: bool = True
+    added_mass_range: list[float] = field(default_factory=lambda: [-1.0, 2.0])
+    randomize_motor_strength: bool = True
+    motor_strength_range: list[float] = field(default_factory=lambda: [0.9, 1.1])
+    num_variants: int = 32  # physical variants (MjModel copies) envs are assigned to at reset
+    push_robots: bool = True
+    push_interval_s: float = 15.0
+    max_push_vel_xy: float = 1.0
+
+
+@dataclass
+class TerrainCfg:
+    type: str = "flat"  # flat | rough
+    # rough: a grid of tiles, one row per difficulty level, columns cycling through the kinds below.
+    tile_size: float = 8.0  # [m]
+    num_levels: int = 10
+    num_cols: int = 8
+    horizontal_scale: float = 0.1  # [m] per height-field cell
+    proportions: dict[str, float] = field(
+        default_factory=lambda: {"slope": 0.2, "rough_slope": 0.2, "stairs_up": 0.2, "stairs_down": 0.2, "random": 0.2}
+    )
+    max_slope: float = 0.4  # rise over run at the hardest level
+    max_roughness: float = 0.06  # [m] amplitude of the random bumps at the hardest level
+    max_step_height: float = 0.15  # [m] stair step at the hardest level
+    step_width: float = 0.3  # [m]
+    curriculum: bool = True
+    max_init_level: int = 3
+    seed: int = 0
+
+
+@dataclass
+class Go2Cfg:
+    episode_length_s: float = 20.0
+    sim: SimCfg = field(default_factory=SimCfg)
+    control: ControlCfg = field(default_factory=ControlCfg)
+    init: InitCfg = field(default_factory=InitCfg)
+    commands: CommandsCfg = field(default_factory=CommandsCfg)
+    rewards: RewardsCfg = field(default_factory=RewardsCfg)
+    termination: TerminationCfg = field(default_factory=TerminationCfg)
+    obs: ObsCfg = field(default_factory=ObsCfg)
+    domain_rand: DomainRandCfg = field(default_factory=DomainRandCfg)
+    terrain: TerrainCfg = field(default_factory=TerrainCfg)
+
+
+class ConfigError(TypeError, ValueError):
+    """A Go2 setting that does not exist or has the wrong type; the message holds its key path."""
+
+
+def _coerce(value: Any, default: Any, path: str) -> Any:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: expected true/false, got {value!r}")
+        return value
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if isinstance(default, int) and not float(value).is_integer():
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return type(default)(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
+        return value
+    if isinstance(default, list):
+        if not isinstance(value, (list, tuple)) or len(value) != len(default):
+            raise ConfigError(f"{path}: expected a list of {len(default)} numbers, got {value!r}")
+        return [_coerce(v, d, f"{path}[{i}]") for i, (v, d) in enumerate(zip(value, default))]
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        unknown = set(value) - set(default)
+        if unknown:
+            raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; valid: {sorted(default)}")
+        return {**default, **{k: _coerce(v, default[k], f"{path}.{k}") for k, v in value.items()}}
+    return value  # None-able settings (threads) take what they are given
+
+
+def _merge(obj: Any, overrides: dict, path: str) -> Any:
+    names = {f.name: f for f in dataclasses.fields(obj)}
+    for key, value in overrides.items():
+        if key not in names:
+            raise ConfigError(f"{path}.{key}: unknown key; valid: {sorted(names)}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{path}.{key}: expected a mapping, got {value!r}")
+            _merge(current, value, f"{path}.{key}")
+        elif current is None:
+            setattr(obj, key, value)
+        else:
+            setattr(obj, key, _coerce(value, current, f"{path}.{key}"))
+    return obj
+
+
+def make_config(overrides: dict | None = None) -> Go2Cfg:
+    """Defaults merged with a nested dict of ``overrides`` (checked key by key)."""
+    return _merge(Go2Cfg(), dict(overrides or {}), "go2")

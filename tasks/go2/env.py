@@ -1,0 +1,415 @@
+"""Unitree Go2 velocity tracking on MuJoCo: the ``VecEnv`` of ``task=go2`` and ``task=go2_rough``.
+
+Physics runs in :class:`~tasks.go2.sim.Go2Sim` (all envs in one threaded MuJoCo rollout call per
+control step); everything else, the MDP, is vectorised torch over state tensors ``[N, ...]``:
+
+- commands ``[N, 3]`` (vx, vy in the base frame, yaw rate), resampled on a timer; heading mode turns a
+  sampled heading into a yaw-rate command; small planar commands are zeroed;
+- rewards: named terms of :mod:`tasks.go2.rewards` with config weights;
+- terminations: base contact or tilt (terminal), the episode time limit (time-out);
+- observation groups ``policy [N, 45]``, ``privileged [N, 12]``, ``height_scan [N, 1, H, W]``;
+- resets of finished envs only, terrain curriculum, domain randomisation and pushes.
+
+State tensors the reward terms read: ``base_pos``, ``base_quat`` (w, x, y, z), ``base_lin_vel`` and
+``base_ang_vel`` (base frame), ``projected_gravity``, ``base_height`` (above the terrain), ``dof_pos``,
+``dof_vel``, ``last_dof_vel``, ``torques``, ``foot_forces``, ``collision_forces``, ``actions``,
+``last_actions``, ``commands``, ``feet_air_time``, ``first_contact``, ``terminated``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from rlcore.env import VecEnv
+from tasks.go2.config import Go2Cfg, make_config
+from tasks.go2.rewards import REWARD_TERMS
+from tasks.go2.sim import JOINT_NAMES, Go2Sim
+from tasks.go2.terrain import Terrain, scan_points
+
+
+def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Rotate world vectors ``v [N, 3]`` into the frame of unit quaternions ``q [N, 4]`` (w, x, y, z)."""
+    w, xyz = q[:, :1], q[:, 1:]
+    t = 2.0 * torch.cross(xyz, v, dim=1)
+    return v - w * t + torch.cross(xyz, t, dim=1)
+
+
+def yaw_of(q: torch.Tensor) -> torch.Tensor:
+    """Heading angle of quaternions ``[N, 4]`` (w, x, y, z)."""
+    w, x, y, z = q.unbind(-1)
+    return torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def wrap_to_pi(a: torch.Tensor) -> torch.Tensor:
+    return torch.remainder(a + math.pi, 2 * math.pi) - math.pi
+
+
+class Go2Env(VecEnv):
+    """``num_envs`` Go2 robots learning to follow velocity commands.
+
+    Args:
+        num_envs: number of environments N.
+        device: torch device of observations, rewards and the MDP state ("cpu" or "cuda"); physics is on the CPU.
+        seed: seeds the task's private generators (resets, commands, noise, terrain levels, variants).
+        **overrides: nested settings merged into :class:`~tasks.go2.config.Go2Cfg` (unknown keys are errors).
+    """
+
+    def __init__(self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = 0,
+                 **overrides) -> None:
+        self.cfg_task: Go2Cfg = make_config(overrides)
+        c = self.cfg_task
+        self.num_envs = n = int(num_envs)
+        self.num_actions = 12
+        self.device = torch.device(device)
+        self.dt = c.sim.dt * c.sim.decimation
+        self.max_episode_length = int(math.ceil(c.episode_length_s / self.dt))
+        self.cfg = {"num_envs": n, "seed": seed, **_asdict(c)}
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(0 if seed is None else int(seed))
+        dev = self.device
+
+        self.terrain = Terrain(c.terrain, n, dev, self.generator)
+        self.sim = Go2Sim(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)))
+        self.reward_terms = [(name, REWARD_TERMS[name], w * self.dt) for name, w in c.rewards.weights.items() if w != 0]
+
+        def t(x) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(x), dtype=torch.float32, device=dev)
+
+        self.default_dof_pos = t(c.control.default_joint_pos)
+        rng = t(self.sim.joint_range)  # [12, 2]
+        mid, half = rng.mean(dim=1), (rng[:, 1] - rng[:, 0]) / 2 * c.rewards.soft_dof_pos_limit
+        self.soft_dof_limits = torch.stack([mid - half, mid + half], dim=1)  # [12, 2]
+        self.torque_limit = t(self.sim.torque_limit)
+        self.variant_params = torch.stack([t(self.sim.variant_friction), t(self.sim.variant_added_mass),
+                                           t(self.sim.variant_motor_strength)], dim=1)  # [K, 3]
+        self._scan_local = scan_points(c.obs.scan_x, c.obs.scan_y, c.obs.scan_resolution).to(dev)  # [H, W, 2]
+        self.command_scale = t(c.obs.command_scale)
+
+        z = lambda *shape: torch.zeros(n, *shape, device=dev)  # noqa: E731
+        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self.actions, self.last_actions = z(12), z(12)
+        self.last_dof_vel = z(12)
+        self.commands, self.heading_target = z(3), z()
+        self.feet_air_time, self.first_contact = z(4), torch.zeros(n, 4, dtype=torch.bool, device=dev)
+        self.last_contacts = torch.zeros(n, 4, dtype=torch.bool, device=dev)
+        self.push_vel = z(2)
+        self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.spawn_xy = z(2)
+        self.episode_sums = {name: z() for name, _, _ in self.reward_terms}
+        self.episode_sums["lin_vel_error"], self.episode_sums["ang_vel_error"] = z(), z()
+        self.episode_sums["commanded_distance"] = z()
+        self._last_episode = {key: torch.full((n,), float("nan"), device=dev) for key in self.episode_sums}
+        self.common_step_counter = 0
+
+        self._reset_envs(torch.arange(n, device=dev))
+        self._refresh_state()
+        self.last_dof_vel = self.dof_vel.clone()
+
+    # ------------------------------------------------------------------ state from the simulator
+    def _refresh_state(self) -> None:
+        """Read the simulator's arrays into the torch state tensors (a view on CPU, one copy to another device)."""
+        s = self.sim
+        qpos = torch.from_numpy(s.qpos).to(self.device, torch.float32)
+        qvel = torch.from_numpy(s.qvel).to(self.device, torch.float32)
+        sensors = torch.from_numpy(s.sensordata).to(self.device, torch.float32)
+        self.base_pos = qpos[:, :3]
+        self.base_quat = qpos[:, 3:7]
+        self.dof_pos = qpos[:, 7:19]
+        self.base_lin_vel = quat_rotate_inverse(self.base_quat, qvel[:, :3])
+        self.base_ang_vel = qvel[:, 3:6]  # a free joint's angular velocity is already in the body frame
+        self.dof_vel = qvel[:, 6:18]
+        gravity = torch.tensor([0.0, 0.0, -1.0], device=self.device).expand(self.num_envs, 3)
+        self.projected_gravity = quat_rotate_inverse(self.base_quat, gravity)
+        self.base_height = self.base_pos[:, 2] - self.terrain.height_at(self.base_pos[:, :2])
+        self.torques = sensors[:, s.torque_sensor]
+        self.foot_forces = sensors[:, s.foot_sensor]
+        self.collision_forces = sensors[:, s.collision_sensor]
+        self.base_contact_force = sensors[:, s.base_sensor[0]]
+
+    # ------------------------------------------------------------------ VecEnv API
+    def get_observations(self) -> TensorDict:
+        """Current observation groups, ``TensorDict[N]``: ``policy``, ``privileged``, ``height_scan``."""
+        return self._observe()
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Apply ``actions [N, 12]`` (joint-target offsets in units of ``action_scale``) for one control step."""
+        c = self.cfg_task
+        self.actions = actions.to(self.device, torch.float32).clamp(-c.control.clip_actions, c.control.clip_actions)
+        targets = self.default_dof_pos + c.control.action_scale * self.actions
+        self.sim.step(targets.detach().cpu().double().numpy())
+        self._refresh_state()
+        self.episode_length_buf += 1
+        self.common_step_counter += 1
+
+        # Feet: contact (with the previous step, to smooth touch-sensor flicker) and air time.
+        contact = self.foot_forces > c.rewards.contact_threshold
+        contact_filt = contact | self.last_contacts
+        self.last_contacts = contact
+        self.first_contact = (self.feet_air_time > 0.0) & contact_filt
+        self.feet_air_time += self.dt
+
+        # Terminal states and time-outs.
+        tilt_limit = -math.cos(c.termination.max_tilt)
+        terminated = self.projected_gravity[:, 2] > tilt_limit
+        terminated |= self.base_height < c.termination.min_base_height
+        if c.termination.base_contact:
+            terminated |= self.base_contact_force > c.rewards.contact_threshold
+        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        self.terminated = terminated
+        dones = terminated | time_outs
+
+        rewards = self._compute_rewards()
+        self.feet_air_time *= ~contact_filt
+        self._track_metrics()
+        final_obs = self._observe()
+
+        env_ids = dones.nonzero(as_tuple=False).squeeze(-1)
+        if env_ids.numel() > 0:
+            self._reset_envs(env_ids)
+            self._refresh_state()
+        self._resample_commands_on_timer()
+        self._update_heading_commands()
+        self._push_robots()
+
+        self.last_actions = self.actions.clone()
+        self.last_dof_vel = self.dof_vel.clone()
+        obs = self._observe()
+        extras = {"time_outs": time_outs, "final_observations": final_obs, "log": self._log()}
+        return obs, rewards, dones, extras
+
+    def reset(self) -> TensorDict:
+        """Reset every env; return the observations."""
+        self._reset_envs(torch.arange(self.num_envs, device=self.device))
+        self._refresh_state()
+        return self._observe()
+
+    # ------------------------------------------------------------------ MDP pieces
+    def _compute_rewards(self) -> torch.Tensor:
+        total = torch.zeros(self.num_envs, device=self.device)
+        termination = None
+        for name, term, weight in self.reward_terms:
+            value = term(self) * weight
+            self.episode_sums[name] += value
+            if name == "termination":
+                termination = value
+            else:
+                total += value
+        if self.cfg_task.rewards.only_positive_rewards:
+            total.clamp_(min=0.0)
+        if termination is not None:  # added after the clip so that dying always costs
+            total += termination
+        return total
+
+    def _track_metrics(self) -> None:
+        self.episode_sums["lin_vel_error"] += torch.norm(self.commands[:, :2] - self.base_lin_vel[:, :2], dim=1)
+        self.episode_sums["ang_vel_error"] += torch.abs(self.commands[:, 2] - self.base_ang_vel[:, 2])
+        self.episode_sums["commanded_distance"] += torch.norm(self.commands[:, :2], dim=1) * self.dt
+
+    def _log(self) -> dict:
+        log = {f"/reward/{name}": torch.nanmean(self._last_episode[name]) for name, _, _ in self.reward_terms}
+        log["/metrics/lin_vel_error"] = torch.nanmean(self._last_episode["lin_vel_error"])
+        log["/metrics/ang_vel_error"] = torch.nanmean(self._last_episode["ang_vel_error"])
+        log["/metrics/lin_vel_error_now"] = torch.norm(self.commands[:, :2] - self.base_lin_vel[:, :2], dim=1).mean()
+        if not self.terrain.is_flat:
+            log["/terrain_level"] = self.terrain.mean_level()
+        return log
+
+    def _reset_envs(self, env_ids: torch.Tensor) -> None:
+        """Reset only ``env_ids``: curriculum, physical variant, joint and base state, commands, buffers."""
+        c, g, dev, k = self.cfg_task, self.generator, self.device, env_ids.numel()
+        steps = self.episode_length_buf[env_ids].clamp(min=1).float()
+        # Episode statistics (per second for rewards, per step for errors) before the buffers clear.
+        for key, total in self.episode_sums.items():
+            per = steps if key.endswith("_error") else steps * self.dt if key != "commanded_distance" else None
+            value = total[env_ids] / per if per is not None else total[env_ids]
+            self._last_episode[key][env_ids] = value
+            total[env_ids] = 0.0
+        if hasattr(self, "base_pos"):
+            walked = torch.norm(self.base_pos[env_ids, :2] - self.spawn_xy[env_ids], dim=1)
+            commanded = self._last_episode["commanded_distance"][env_ids].nan_to_num(0.0)
+            self.terrain.update_curriculum(env_ids, walked, commanded)
+
+        def uniform(lo: float, hi: float, *shape: int) -> torch.Tensor:
+            return lo + (hi - lo) * torch.rand(k, *shape, generator=g, device=dev)
+
+        variants = torch.randint(0, len(self.sim.variants), (k,), generator=g, device=dev)
+        ids_np = env_ids.cpu().numpy()
+        self.sim.set_variants(ids_np, variants.cpu().numpy())
+
+        origin = self.terrain.origins(env_ids)
+        yaw = uniform(-math.pi, math.pi) if c.init.random_yaw else torch.zeros(k, device=dev)
+        quat = torch.stack([torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], dim=1)
+        pos = origin + torch.tensor([0.0, 0.0, c.init.base_height], device=dev)
+        joints = self.default_dof_pos * uniform(*c.init.joint_pos_scale, 12)
+        joints = torch.minimum(torch.maximum(joints, self.soft_dof_limits[:, 0]), self.soft_dof_limits[:, 1])
+        lin = torch.cat([uniform(-c.init.base_lin_vel, c.init.base_lin_vel, 2), torch.zeros(k, 1, device=dev)], dim=1)
+        ang = uniform(-c.init.base_ang_vel, c.init.base_ang_vel, 3)
+        qpos = torch.cat([pos, quat, joints], dim=1).double().cpu().numpy()
+        qvel = torch.cat([lin, ang, torch.zeros(k, 12, device=dev)], dim=1).double().cpu().numpy()
+        self.sim.qpos[ids_np] = qpos
+        self.sim.qvel[ids_np] = qvel
+        self.sim.sensordata[ids_np] = 0.0
+        self.spawn_xy[env_ids] = pos[:, :2]
+
+        self._resample_commands(env_ids)
+        for buf in (self.actions, self.last_actions, self.last_dof_vel, self.feet_air_time, self.push_vel):
+            buf[env_ids] = 0.0
+        self.last_contacts[env_ids] = False
+        self.first_contact[env_ids] = False
+        self.episode_length_buf[env_ids] = 0
+
+    def _resample_commands(self, env_ids: torch.Tensor) -> None:
+        c, g, dev, k = self.cfg_task.commands, self.generator, self.device, env_ids.numel()
+        if k == 0:
+            return
+
+        def uniform(r: list[float]) -> torch.Tensor:
+            return r[0] + (r[1] - r[0]) * torch.rand(k, generator=g, device=dev)
+
+        cmd = torch.stack([uniform(c.lin_vel_x), uniform(c.lin_vel_y), uniform(c.ang_vel_yaw)], dim=1)
+        cmd[:, :2] *= (torch.norm(cmd[:, :2], dim=1, keepdim=True) > c.zero_below)
+        self.commands[env_ids] = cmd
+        self.heading_target[env_ids] = uniform(c.heading)
+
+    def _resample_commands_on_timer(self) -> None:
+        period = max(1, int(round(self.cfg_task.commands.resampling_time / self.dt)))
+        due = ((self.episode_length_buf % period) == 0) & (self.episode_length_buf > 0)
+        self._resample_commands(due.nonzero(as_tuple=False).squeeze(-1))
+
+    def _update_heading_commands(self) -> None:
+        c = self.cfg_task.commands
+        if c.heading_command:
+            error = wrap_to_pi(self.heading_target - yaw_of(self.base_quat))
+            self.commands[:, 2] = (c.heading_stiffness * error).clamp(c.ang_vel_yaw[0], c.ang_vel_yaw[1])
+
+    def _push_robots(self) -> None:
+        """Every ``push_interval_s`` of its episode an env's base gets a random planar velocity.
+
+        Pushes follow each env's own episode clock, so (with random initial episode lengths) they are spread
+        over time instead of hitting every robot on the same step.
+        """
+        dr = self.cfg_task.domain_rand
+        self.push_vel *= 0.95  # the privileged record of a push fades over about a second
+        if not dr.push_robots:
+            return
+        interval = max(1, int(round(dr.push_interval_s / self.dt)))
+        due = ((self.episode_length_buf % interval) == 0) & (self.episode_length_buf > 0)
+        env_ids = due.nonzero(as_tuple=False).squeeze(-1)
+        if env_ids.numel() == 0:
+            return
+        v = (torch.rand(env_ids.numel(), 2, generator=self.generator, device=self.device) * 2 - 1) * dr.max_push_vel_xy
+        self.sim.qvel[env_ids.cpu().numpy(), :2] = v.double().cpu().numpy()
+        self.push_vel[env_ids] = v
+        self._refresh_state()
+
+    # ------------------------------------------------------------------ observations
+    def _noise(self, x: torch.Tensor, amplitude: float) -> torch.Tensor:
+        o = self.cfg_task.obs
+        if not o.add_noise or amplitude == 0.0:
+            return x
+        return x + (torch.rand(x.shape, generator=self.generator, device=self.device) * 2 - 1) * amplitude * o.noise_level
+
+    def height_scan_points(self) -> torch.Tensor:
+        """World xy of every scan point, ``[N, H, W, 2]`` (grid in the base's yaw frame)."""
+        yaw = yaw_of(self.base_quat)
+        cos, sin = torch.cos(yaw)[:, None, None], torch.sin(yaw)[:, None, None]
+        lx, ly = self._scan_local[..., 0], self._scan_local[..., 1]
+        x = self.base_pos[:, 0, None, None] + cos * lx - sin * ly
+        y = self.base_pos[:, 1, None, None] + sin * lx + cos * ly
+        return torch.stack([x, y], dim=-1)
+
+    def _observe(self) -> TensorDict:
+        o = self.cfg_task.obs
+        s = o
+        policy = torch.cat([
+            self._noise(self.base_ang_vel * s.ang_vel_scale, o.noise_ang_vel * s.ang_vel_scale),
+            self._noise(self.projected_gravity, o.noise_gravity),
+            self.commands * self.command_scale,
+            self._noise((self.dof_pos - self.default_dof_pos) * s.dof_pos_scale, o.noise_dof_pos * s.dof_pos_scale),
+            self._noise(self.dof_vel * s.dof_vel_scale, o.noise_dof_vel * s.dof_vel_scale),
+            self.actions,
+        ], dim=1).clamp(-o.clip, o.clip)
+        variant = self.variant_params[torch.from_numpy(self.sim.env_variant).to(self.device)]  # friction, mass, strength
+        privileged = torch.cat([
+            self.base_lin_vel * s.lin_vel_scale,
+            variant,
+            self.foot_forces / 100.0,
+            self.push_vel,
+        ], dim=1)
+        terrain = self.terrain.height_at(self.height_scan_points())  # [N, H, W]
+        rel = (self.base_pos[:, 2, None, None] - terrain - self.cfg_task.rewards.base_height_target).clamp(-1.0, 1.0)
+        scan = self._noise(rel * s.height_scale, o.noise_height * s.height_scale).unsqueeze(1)
+        return TensorDict({"policy": policy, "privileged": privileged, "height_scan": scan},
+                          batch_size=[self.num_envs], device=self.device)
+
+    # ------------------------------------------------------------------ rendering, checkpointing
+    def render(self, width: int = 640, height: int = 480, env_id: int = 0) -> np.ndarray:
+        """An RGB frame ``[H, W, 3]`` uint8 of env ``env_id`` from a camera following the robot.
+
+        Needs an OpenGL context: on a machine without a display set ``MUJOCO_GL=egl`` (or ``osmesa``)
+        before the first ``import mujoco``.
+        """
+        import mujoco
+
+        if getattr(self, "_renderer", None) is None or self._renderer_size != (width, height):
+            self._renderer = mujoco.Renderer(self.sim.model, height=height, width=width)
+            self._renderer_size = (width, height)
+            self._render_data = mujoco.MjData(self.sim.model)
+        data = self._render_data
+        data.qpos[:] = self.sim.qpos[env_id]
+        data.qvel[:] = self.sim.qvel[env_id]
+        mujoco.mj_forward(self.sim.model, data)
+        self._renderer.update_scene(data, camera="track")
+        return self._renderer.render().copy()
+
+    STATE_TENSORS = ("episode_length_buf", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
+                     "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy")
+
+    def state_dict(self) -> dict:
+        """Everything that decides the task's future given the actions, for an exact resume (tensors only)."""
+        out = {name: getattr(self, name).detach().clone() for name in self.STATE_TENSORS}
+        out["sim_state"] = torch.from_numpy(self.sim.state.copy())
+        out["sim_sensordata"] = torch.from_numpy(self.sim.sensordata.copy())
+        out["env_variant"] = torch.from_numpy(self.sim.env_variant.copy())
+        out["terrain_levels"] = self.terrain.levels.clone()
+        out["episode_sums"] = {k: v.clone() for k, v in self.episode_sums.items()}
+        out["last_episode"] = {k: v.clone() for k, v in self._last_episode.items()}
+        out["generator_state"] = self.generator.get_state()
+        out["common_step_counter"] = self.common_step_counter
+        out["task"] = type(self).__name__
+        out["num_envs"] = self.num_envs
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`'s output; refuses a state from another task or env count."""
+        if state.get("task") != type(self).__name__ or int(state.get("num_envs", -1)) != self.num_envs:
+            raise ValueError(f"env state is for task {state.get('task')} with num_envs={state.get('num_envs')}; "
+                             f"this is {type(self).__name__} with num_envs={self.num_envs}")
+        for name in self.STATE_TENSORS:
+            setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())
+        self.sim.state[:] = state["sim_state"].numpy()
+        self.sim.sensordata[:] = state["sim_sensordata"].numpy()
+        variants = state["env_variant"].numpy()
+        self.sim.set_variants(np.arange(self.num_envs), variants)
+        self.terrain.levels = state["terrain_levels"].to(self.device).clone()
+        self.episode_sums = {k: v.to(self.device).clone() for k, v in state["episode_sums"].items()}
+        self._last_episode = {k: v.to(self.device).clone() for k, v in state["last_episode"].items()}
+        self.generator.set_state(torch.as_tensor(state["generator_state"]).cpu())
+        self.common_step_counter = int(state["common_step_counter"])
+        self._refresh_state()
+
+    def close(self) -> None:
+        self.sim.close()
+
+
+def _asdict(cfg: Go2Cfg) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(cfg)
+
+
+__all__ = ["Go2Env", "JOINT_NAMES", "quat_rotate_inverse", "yaw_of", "wrap_to_pi"]

@@ -1,0 +1,100 @@
+"""Reward terms of the Go2 task: one function per term, each ``term(env) -> [N]`` float32.
+
+A term reads the task's state tensors (``env.base_lin_vel`` etc., listed in ``Go2Env``) and returns an
+unweighted value; the config names each term with a weight (per second, multiplied by the control
+period ``dt``), so adding a term is a function here and a line in the config. Penalties are written as
+positive quantities and take negative weights.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+
+def tracking_lin_vel(env) -> torch.Tensor:
+    """exp(-|v_xy_cmd - v_xy|^2 / sigma): base-frame planar velocity against the command."""
+    err = torch.sum(torch.square(env.commands[:, :2] - env.base_lin_vel[:, :2]), dim=1)
+    return torch.exp(-err / env.cfg_task.rewards.tracking_sigma)
+
+
+def tracking_ang_vel(env) -> torch.Tensor:
+    """exp(-(w_z_cmd - w_z)^2 / sigma): yaw rate against the command."""
+    err = torch.square(env.commands[:, 2] - env.base_ang_vel[:, 2])
+    return torch.exp(-err / env.cfg_task.rewards.tracking_sigma)
+
+
+def lin_vel_z(env) -> torch.Tensor:
+    """v_z^2: vertical bouncing of the base."""
+    return torch.square(env.base_lin_vel[:, 2])
+
+
+def ang_vel_xy(env) -> torch.Tensor:
+    """w_x^2 + w_y^2: roll and pitch rates."""
+    return torch.sum(torch.square(env.base_ang_vel[:, :2]), dim=1)
+
+
+def orientation(env) -> torch.Tensor:
+    """g_x^2 + g_y^2 of the gravity direction in the base frame: 0 when the base is level."""
+    return torch.sum(torch.square(env.projected_gravity[:, :2]), dim=1)
+
+
+def base_height(env) -> torch.Tensor:
+    """(h - h_target)^2 with h the base height above the terrain under it."""
+    return torch.square(env.base_height - env.cfg_task.rewards.base_height_target)
+
+
+def torques(env) -> torch.Tensor:
+    """sum tau^2 of the applied joint torques."""
+    return torch.sum(torch.square(env.torques), dim=1)
+
+
+def dof_vel(env) -> torch.Tensor:
+    """sum qdot^2."""
+    return torch.sum(torch.square(env.dof_vel), dim=1)
+
+
+def dof_acc(env) -> torch.Tensor:
+    """sum ((qdot - qdot_prev) / dt)^2: joint accelerations over one control period."""
+    return torch.sum(torch.square((env.last_dof_vel - env.dof_vel) / env.dt), dim=1)
+
+
+def action_rate(env) -> torch.Tensor:
+    """sum (a - a_prev)^2: action smoothness."""
+    return torch.sum(torch.square(env.last_actions - env.actions), dim=1)
+
+
+def feet_air_time(env) -> torch.Tensor:
+    """sum over feet touching down now of (air time - target): rewards steps longer than the target.
+
+    Zero when the planar command is (nearly) zero, so standing still is not punished. ``env.first_contact``
+    and ``env.feet_air_time`` (air time accumulated up to this touch-down) are kept by the task.
+    """
+    target = env.cfg_task.rewards.feet_air_time_target
+    reward = torch.sum((env.feet_air_time - target) * env.first_contact, dim=1)
+    return reward * (torch.norm(env.commands[:, :2], dim=1) > 0.1)
+
+
+def collision(env) -> torch.Tensor:
+    """Number of thigh and calf zones touching the terrain."""
+    return torch.sum((env.collision_forces > 0.1).float(), dim=1)
+
+
+def dof_pos_limits(env) -> torch.Tensor:
+    """How far the joints are past the soft limits (a fraction of the range around its middle) [rad]."""
+    below = (env.soft_dof_limits[:, 0] - env.dof_pos).clamp(min=0.0)
+    above = (env.dof_pos - env.soft_dof_limits[:, 1]).clamp(min=0.0)
+    return torch.sum(below + above, dim=1)
+
+
+def termination(env) -> torch.Tensor:
+    """1 on a terminal state (not a time-out)."""
+    return env.terminated.float()
+
+
+REWARD_TERMS: dict[str, Callable] = {
+    f.__name__: f
+    for f in (tracking_lin_vel, tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
+              dof_acc, action_rate, feet_air_time, collision, dof_pos_limits, termination)
+}
