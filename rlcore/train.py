@@ -1,8 +1,17 @@
 """``python -m rlcore.train task=<task> model=<mlp|cnn|rnn> algorithm=<ppo|distillation> extension=[rnd,symmetry]``.
 
-Composes the Hydra config in ``conf/``, turns it into the rsl_rl 5.x-style nested train config, builds
-the task and the runner, trains, and leaves a run directory with the resolved config (``.hydra/``),
-TensorBoard/wandb logs, ``model_<it>.pt`` checkpoints and the exported ``policy.onnx``.
+Composes the Hydra config in ``conf/``, checks it against the structured configs
+(``rlcore.utils.config_schema``), turns it into the rsl_rl 5.x-style nested train config, builds the task
+and the runner, trains, and leaves a run directory with the composed config (``.hydra/config.yaml``, as
+Hydra writes it) and its resolved, checked form (``config.yaml``), TensorBoard/wandb logs,
+``model_<it>.pt`` checkpoints and the exported ``policy.onnx``.
+
+Everything that can be wrong with the command (an unknown option, a wrong type, a missing or mismatched
+checkpoint, distillation without a teacher, a device this machine lacks) is checked before the run
+directory is made, and reported as one line with exit status 2.
+
+Under ``torchrun`` every rank runs this module; rank 0 picks the run directory and the others follow it
+(torch.distributed: Gloo on CPU, NCCL on GPUs).
 """
 
 from __future__ import annotations
@@ -12,124 +21,311 @@ import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting OpenMP threads
 
+from dataclasses import dataclass, field  # noqa: E402
+
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+from rlcore.utils.cli import UserError, check_device, config_dir, is_main_process, user_errors  # noqa: E402
+from rlcore.utils.config_schema import validate_config  # noqa: E402
+
+CONF_DIR = config_dir()
+
+__all__ = ["CONF_DIR", "UserError", "TrainPlan", "build_train_cfg", "prepare", "run", "main"]
 
 
-class UserError(Exception):
-    """A mistake in the command line or config: reported as one line, no stack trace."""
+@dataclass
+class TrainPlan:
+    """A checked command: the typed config, the train config, and the checkpoints it names."""
+
+    cfg: dict  # validated, resolved config (plain dict)
+    train_cfg: dict  # the runner's nested train config
+    device: str
+    resume_path: str | None = None
+    teacher_path: str | None = None
+    notices: list[str] = field(default_factory=list)
 
 
-def build_train_cfg(cfg: DictConfig, teacher_ckpt: dict | None = None) -> dict:
-    """The nested train-config dict the runners take, from the composed Hydra config."""
-    c = OmegaConf.to_container(cfg, resolve=True)
+# ============================================================================ config -> train config
+def _plain_config(cfg) -> dict:
+    """A composed config as a resolved plain dict (the ``hydra`` node dropped); interpolation errors name the key."""
+    if isinstance(cfg, dict):
+        return {k: v for k, v in cfg.items() if k != "hydra"}
+    from omegaconf.errors import OmegaConfBaseException
+
+    if "hydra" in cfg:  # compose(return_hydra_config=True): Hydra's own node is not ours to resolve
+        cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    try:
+        out = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", "") or ""
+        first = str(getattr(err, "msg", None) or err).strip().splitlines()[0]
+        raise UserError(f"{key + ': ' if key else ''}{first}") from None
+    out.pop("hydra", None)
+    return out
+
+
+def build_train_cfg(cfg, teacher_ckpt: dict | None = None, resume_ckpt: dict | None = None) -> dict:
+    """The nested train-config dict the runners take, from the composed Hydra config.
+
+    Args:
+        cfg: the composed config (``DictConfig`` or plain dict); it is validated here.
+        teacher_ckpt: the teacher's PPO checkpoint (algorithm=distillation): its actor config becomes the teacher.
+        resume_ckpt: a checkpoint being resumed; a distillation checkpoint supplies the teacher config when
+            no teacher is given.
+    """
+    c, _ = validate_config(_plain_config(cfg))
     runner = dict(c["runner"])
     runner.pop("init_at_random_ep_len", None)
+    task = c["task"]
     train = {**runner, "seed": c["seed"], "logger": c["logger"]["type"],
-             "wandb_project": c["logger"]["wandb_project"]}
+             "wandb_project": c["logger"]["wandb_project"],
+             "task": {"name": task["name"], "num_envs": task["num_envs"], "env": dict(task.get("env") or {})}}
     alg = dict(c["algorithm"])
-    task_groups = dict(c["task"]["obs_groups"])
+    task_groups = dict(task.get("obs_groups") or {})
     extensions = c.get("extension") or {}
     if alg["class_name"] == "Distillation":
         if extensions:
-            raise UserError(f"algorithm=distillation does not support extensions ({', '.join(extensions)}); "
+            raise UserError(f"algorithm=distillation does not support extensions ({', '.join(sorted(extensions))}); "
                             "drop extension=... or use algorithm=ppo.")
-        if teacher_ckpt is None:
+        resumed = (resume_ckpt or {}).get("train_cfg") or {}
+        if teacher_ckpt is not None:
+            saved = teacher_ckpt.get("train_cfg") or {}
+            if "actor" not in saved:
+                raise UserError("the teacher checkpoint has no actor config (it must be written by a PPO run of "
+                                "rlcore: teacher=<PPO model_<it>.pt or its run directory>).")
+            teacher = {k: v for k, v in saved["actor"].items() if k != "distribution_cfg"}
+            teacher_groups = (saved.get("obs_groups") or {}).get("actor", ["policy"])
+        elif "teacher" in resumed:
+            teacher = dict(resumed["teacher"])
+            teacher_groups = (resumed.get("obs_groups") or {}).get("teacher", ["policy"])
+        else:
             raise UserError("algorithm=distillation needs a trained teacher: add teacher=<path to a PPO "
-                            "model_<it>.pt or its run directory>.")
-        saved = teacher_ckpt.get("train_cfg") or {}
-        if "actor" not in saved:
-            raise UserError("The teacher checkpoint has no actor config (was it written by a PPO run of rlcore?).")
-        _drop_ppo_only_settings(alg)
+                            "model_<it>.pt or its run directory> (train one first with algorithm=ppo).")
         train["student"] = c["model"]["actor"]
-        train["teacher"] = {k: v for k, v in saved["actor"].items() if k != "distribution_cfg"}
-        train["obs_groups"] = {"student": task_groups.get("actor", ["policy"]),
-                               "teacher": saved.get("obs_groups", {}).get("actor", ["policy"])}
+        train["teacher"] = teacher
+        train["obs_groups"] = {"student": task_groups.get("student", task_groups.get("actor", ["policy"])),
+                               "teacher": task_groups.get("teacher", teacher_groups)}
     else:
+        if "critic" not in c["model"]:
+            raise UserError("model.critic: missing; PPO needs a critic model (model=mlp|cnn|rnn define one).")
         train["actor"] = c["model"]["actor"]
         train["critic"] = c["model"]["critic"]
         train["obs_groups"] = task_groups
         if "rnd" in extensions:
             alg["rnd_cfg"] = dict(extensions["rnd"])
         if "symmetry" in extensions:
-            func = c["task"].get("symmetry_function")
+            func = task.get("symmetry_function")
             if not func:
-                raise UserError(f"extension=symmetry needs a mirror function, but task={c['task']['name']} "
+                raise UserError(f"extension=symmetry needs a mirror function, but task={task['name']} "
                                 "defines no task.symmetry_function.")
-            alg["symmetry_cfg"] = {**extensions["symmetry"], "data_augmentation_func": func}
+            recurrent = [p for p in ("actor", "critic")
+                         if c["model"][p].get("class_name") in ("RNNModel", "ActorCriticRecurrent")]
+            if recurrent:
+                raise UserError("extension=symmetry does not support recurrent models (model=rnn); use model=mlp or "
+                                "model=cnn with extension=symmetry.")
+            sym = dict(extensions["symmetry"])
+            if not (sym["use_data_augmentation"] or sym["use_mirror_loss"]):
+                raise UserError("extension=symmetry with extension.symmetry.use_data_augmentation=false and "
+                                "use_mirror_loss=false does nothing; enable one or drop the extension.")
+            alg["symmetry_cfg"] = {**sym, "data_augmentation_func": func}
     train["algorithm"] = alg
     return train
 
 
-def _drop_ppo_only_settings(alg: dict) -> None:
-    """Task files tune PPO (gamma, entropy_coef, ...); those keys mean nothing to Distillation."""
-    import inspect
+# ============================================================================ checking a command
+def prepare(cfg) -> TrainPlan:
+    """Check a composed config and the files it names; nothing is built or written.
 
-    from rlcore.algorithms import PPO, Distillation
+    Raises:
+        UserError / ConfigError: one line saying what is wrong and how to fix it.
+    """
+    import importlib.util
 
-    ppo_keys = set(inspect.signature(PPO.__init__).parameters)
-    dist_keys = set(inspect.signature(Distillation.__init__).parameters)
-    dropped = sorted(k for k in alg if k in ppo_keys and k not in dist_keys)
-    for k in dropped:
-        alg.pop(k)
-    if dropped:
-        print(f"[rlcore] algorithm=distillation: ignoring PPO-only settings {', '.join(dropped)}")
+    from rlcore.utils.run_files import checkpoint_task, open_checkpoint, resume_differences
+
+    plain = _plain_config(cfg)
+    c, notices = validate_config(plain)
+    device = check_device(c["device"])
+    if c["logger"]["type"] == "wandb" and importlib.util.find_spec("wandb") is None:
+        raise UserError("logger=wandb needs the wandb package: pip install 'rlcore[wandb]' "
+                        "(or use logger=tensorboard).")
+    is_distillation = c["algorithm"]["class_name"] == "Distillation"
+    if c["teacher"] and not is_distillation:
+        raise UserError(f"teacher={c['teacher']} is only used by algorithm=distillation; add algorithm=distillation "
+                        "or drop teacher=.")
+    if is_distillation and c.get("extension"):
+        raise UserError(f"algorithm=distillation does not support extensions ({', '.join(sorted(c['extension']))}); "
+                        "drop extension=... or use algorithm=ppo.")
+
+    resume_path = resume_ckpt = None
+    if c["resume"]:
+        resume_path, resume_ckpt = open_checkpoint(str(c["resume"]), "resume")
+    teacher_path = teacher_ckpt = None
+    if is_distillation and c["teacher"]:
+        teacher_path, teacher_ckpt = open_checkpoint(str(c["teacher"]), "teacher")
+        if "actor_state_dict" not in teacher_ckpt:
+            kind = "a distillation" if "student_state_dict" in teacher_ckpt else "not a PPO"
+            raise UserError(f"teacher={c['teacher']}: '{teacher_path}' is {kind} checkpoint; the teacher must be a "
+                            "PPO checkpoint (resume a distillation run with resume=<run> instead).")
+        t_task, _, _ = checkpoint_task(teacher_ckpt, teacher_path)
+        if t_task and t_task.get("name") != c["task"]["name"]:
+            raise UserError(f"teacher={c['teacher']} was trained on task={t_task.get('name')}, this run is "
+                            f"task={c['task']['name']}; give a teacher trained on the same task.")
+
+    train_cfg = build_train_cfg(c, teacher_ckpt, resume_ckpt)
+    if resume_ckpt is not None:
+        diffs = resume_differences(resume_ckpt, resume_path, train_cfg)
+        if diffs:
+            raise UserError(f"resume={c['resume']}: '{resume_path}' was written for a different run: "
+                            + "; ".join(diffs) + ". Use the same task, model and algorithm options, or start afresh.")
+    return TrainPlan(cfg=c, train_cfg=train_cfg, device=device, resume_path=resume_path, teacher_path=teacher_path,
+                     notices=notices)
 
 
-def run(cfg: DictConfig) -> None:
+# ============================================================================ distributed set-up
+def _init_distributed(device: str) -> tuple[int, int, str]:
+    """``(rank, world size, device)`` of this process; initialises torch.distributed under torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1, device
+    import torch
+    import torch.distributed as dist
+
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if device.startswith("cuda"):
+        if local_rank >= torch.cuda.device_count():
+            raise UserError(f"torchrun started local rank {local_rank} but this machine has "
+                            f"{torch.cuda.device_count()} CUDA device(s); lower --nproc_per_node.")
+        device = f"cuda:{local_rank}"
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo", rank=rank, world_size=world)
+    return rank, world, device
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _distributed_overrides(hydra_cfg: DictConfig, plan: TrainPlan, argv: list[str]) -> list[str]:
+    """Under torchrun: every rank writes into rank 0's run directory; only rank 0 keeps ``.hydra/`` and a log."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return []
+    import torch.distributed as dist
+
+    rank, _, _ = _init_distributed(plan.device)
+    payload = [str(hydra_cfg.hydra.run.dir) if rank == 0 else None]
+    dist.broadcast_object_list(payload, src=0)
+    extra = []
+    if not any(a.startswith("hydra.run.dir=") for a in argv):
+        extra.append(f"hydra.run.dir={_quote(payload[0])}")
+    if rank != 0:
+        extra += ["hydra.output_subdir=null", "hydra/job_logging=none", "hydra/hydra_logging=none"]
+    return extra
+
+
+# ============================================================================ training
+def run(cfg: DictConfig, log_dir: str | None = None) -> None:
+    """Train as ``cfg`` says, writing into ``log_dir`` (default: Hydra's output directory)."""
     import torch
 
     from rlcore.runners import DistillationRunner, OnPolicyRunner
-    from rlcore.utils.checkpoint import find_checkpoint, load_checkpoint
     from tasks.registry import make_task
 
-    device = str(cfg.device)
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device={device} but CUDA is not available on this machine; use device=cpu.")
-    if cfg.threads:
-        torch.set_num_threads(int(cfg.threads))
-    teacher_ckpt = None
-    teacher_path = None
-    if cfg.algorithm.class_name == "Distillation" and cfg.teacher:
-        teacher_path = find_checkpoint(str(cfg.teacher))
-        teacher_ckpt = load_checkpoint(teacher_path)
-    train_cfg = build_train_cfg(cfg, teacher_ckpt)
-    resume_path = find_checkpoint(str(cfg.resume)) if cfg.resume else None
+    plan = prepare(cfg)
+    c = plan.cfg
+    rank, _, device = _init_distributed(plan.device)
+    if rank == 0:
+        for notice in plan.notices:
+            print(f"[rlcore] {notice}")
+    if c["threads"]:
+        torch.set_num_threads(int(c["threads"]))
+    if log_dir is None:
+        log_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
 
-    env_kwargs = OmegaConf.to_container(cfg.task.env, resolve=True) or {}
-    env = make_task(cfg.task.name, num_envs=int(cfg.task.num_envs), device=device, seed=int(cfg.seed), **env_kwargs)
-    log_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
-    runner_cls = DistillationRunner if cfg.algorithm.class_name == "Distillation" else OnPolicyRunner
-    runner = runner_cls(env, train_cfg, log_dir=log_dir, device=device)
-    if teacher_path is not None:
-        runner.load(teacher_path)
-        print(f"[rlcore] teacher loaded from {teacher_path}")
-    if resume_path is not None:
-        runner.load(resume_path)
-        print(f"[rlcore] resumed from {resume_path} at iteration {runner.current_learning_iteration}")
-    print(f"[rlcore] run directory: {log_dir}")
+    task = c["task"]
+    env = make_task(task["name"], num_envs=int(task["num_envs"]), device=device, seed=int(c["seed"]) + rank,
+                    **dict(task.get("env") or {}))
+    runner_cls = DistillationRunner if c["algorithm"]["class_name"] == "Distillation" else OnPolicyRunner
+    runner = runner_cls(env, plan.train_cfg, log_dir=log_dir, device=device)
+    for path, what in ((plan.teacher_path, "teacher"), (plan.resume_path, "resume")):
+        if path is None:
+            continue
+        try:
+            runner.load(path)
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise UserError(f"{what}={c[what]}: '{path}' does not fit this run's model "
+                            f"({' '.join(str(err).split())[:400]}).") from None
+        if runner.is_main:
+            where = f" at iteration {runner.current_learning_iteration}" if what == "resume" else ""
+            print(f"[rlcore] {'teacher loaded' if what == 'teacher' else 'resumed'} from {path}{where}")
+    if runner.is_main:
+        os.makedirs(log_dir, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(c), os.path.join(log_dir, "config.yaml"))  # resolved, typed, defaults filled
+        print(f"[rlcore] run directory: {log_dir}")
     try:
-        runner.learn(init_at_random_ep_len=bool(cfg.runner.init_at_random_ep_len))
+        runner.learn(init_at_random_ep_len=bool(c["runner"]["init_at_random_ep_len"]))
     finally:
         runner.close()
     if runner.is_main:
         path = runner.export_policy_to_onnx(log_dir)
         print(f"[rlcore] exported {path}")
+    _finish_distributed()
 
 
-@hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> None:
+def _finish_distributed() -> None:
+    """Wait for every rank, then tear the process group down (Gloo aborts at exit when it is left up)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def _remove_empty_run_dir(path: str | None) -> None:
+    """Remove a run directory that a failed start left with nothing but Hydra's bookkeeping."""
+    import shutil
+
+    if not path or not os.path.isdir(path):
+        return
+    names = set(os.listdir(path))
+    log = os.path.join(path, "train.log")
+    if names <= {".hydra", "train.log"} and (not os.path.exists(log) or os.path.getsize(log) == 0):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _task_function(cfg: DictConfig) -> None:
+    output_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
     try:
-        run(cfg)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except (UserError, ValueError, FileNotFoundError, KeyError, TypeError) as err:
-        if os.environ.get("RLCORE_DEBUG"):
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        with user_errors():
+            run(cfg, output_dir)
+    except SystemExit as stop:
+        if stop.code not in (0, None) and is_main_process():
+            _remove_empty_run_dir(output_dir)
+        raise
+
+
+_hydra_main = hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")(_task_function)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m rlcore.train`` and ``rlcore-train``.
+
+    Plain ``key=value`` commands are composed and checked first, so that a bad command fails in one line
+    before a run directory exists. Hydra's own flags (``--help``, ``--cfg job``, ``-m`` sweeps, ...) go
+    straight to Hydra, and each job is checked when it starts.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not any(arg.startswith("-") for arg in argv):
+        with user_errors():
+            from rlcore.utils.cli import compose
+
+            hydra_cfg = compose(argv, return_hydra_config=True)
+            plan = prepare(hydra_cfg)
+            argv = argv + _distributed_overrides(hydra_cfg, plan, argv)
+    sys.argv = [sys.argv[0] if sys.argv else "rlcore-train", *argv]
+    _hydra_main()
 
 
 if __name__ == "__main__":

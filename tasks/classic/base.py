@@ -8,6 +8,7 @@ distribution (``_sample_start_states``), its observation groups (``_observe``) a
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 
 import torch
@@ -155,6 +156,48 @@ class ClassicTask(VecEnv):
         }
         return obs, rewards, dones, extras
 
+    # ------------------------------------------------------------------ rendering
+    def render(self, width: int = 640, height: int = 480):
+        """Env 0 drawn as a picture: ``numpy uint8 [height, width, 3]`` (for ``python -m rlcore.play video=true``).
+
+        A pole on a pivot, drawn with numpy alone (no display, no OpenGL): the pivot rides a cart on a track
+        when the task has one. The geometry comes from :meth:`_render_pose`.
+        """
+        import numpy as np
+
+        cart_x, angle, pole_length, track_half = self._render_pose()
+        width, height = int(width), int(height)
+        img = np.full((height, width, 3), 255, dtype=np.uint8)
+        world_half_width = (track_half + pole_length if track_half else pole_length) * 1.15
+        scale = (width / 2.0) / world_half_width
+        scale = min(scale, 0.42 * height / pole_length)
+        base_y = height * (0.62 if track_half else 0.5)
+
+        def px(x: float, y: float) -> tuple[float, float]:
+            return width / 2.0 + x * scale, base_y - y * scale
+
+        pivot = px(cart_x, 0.0)
+        if track_half:
+            _fill_rect(img, (px(-track_half, 0.0)[0], base_y + 0.12 * scale),
+                       (px(track_half, 0.0)[0], base_y + 0.14 * scale), (90, 90, 90))
+            _fill_rect(img, (pivot[0] - 0.25 * scale, pivot[1] - 0.08 * scale),
+                       (pivot[0] + 0.25 * scale, pivot[1] + 0.12 * scale), (40, 40, 40))
+        tip = px(cart_x + pole_length * math.sin(angle), pole_length * math.cos(angle))
+        _draw_segment(img, pivot, tip, max(2.0, 0.045 * scale), (204, 102, 51))
+        _draw_segment(img, pivot, pivot, max(3.0, 0.05 * scale), (70, 70, 160))
+        return img
+
+    def _render_pose(self) -> tuple[float, float, float, float]:
+        """``(cart x, pole angle from upright, pole length, track half-width or 0)`` of env 0.
+
+        Default for the classic layouts: state ``[theta, theta_dot]`` (pendulum, length ``cfg['l']``) or
+        ``[x, x_dot, theta, theta_dot]`` (cart-pole, half-length ``cfg['length']``, track ``cfg['x_threshold']``).
+        """
+        s = self.state[0].detach().float().cpu().tolist()
+        if len(s) >= 4:
+            return s[0], s[2], 2.0 * float(self.cfg.get("length", 0.5)), float(self.cfg.get("x_threshold", 2.4))
+        return 0.0, s[0], float(self.cfg.get("l", 1.0)), 0.0
+
     # ------------------------------------------------------------------ checkpointing
     def state_dict(self) -> dict:
         """A copy of the task's state (tensors on the task's device; the generator state is a CPU byte tensor).
@@ -196,3 +239,29 @@ class ClassicTask(VecEnv):
         self.generator.set_state(torch.as_tensor(state["generator_state"]).cpu())
         for name, value in new.items():
             setattr(self, name, value)
+
+
+def _fill_rect(img, p0: tuple[float, float], p1: tuple[float, float], color: tuple[int, int, int]) -> None:
+    """Fill the axis-aligned pixel rectangle between corners ``p0`` and ``p1`` (x, y), clipped to the image."""
+    h, w = img.shape[:2]
+    x0, x1 = sorted((int(round(p0[0])), int(round(p1[0]))))
+    y0, y1 = sorted((int(round(p0[1])), int(round(p1[1]))))
+    img[max(y0, 0):min(y1 + 1, h), max(x0, 0):min(x1 + 1, w)] = color
+
+
+def _draw_segment(img, p0: tuple[float, float], p1: tuple[float, float], radius: float,
+                  color: tuple[int, int, int]) -> None:
+    """Draw a thick segment (a capsule of ``radius`` pixels) from ``p0`` to ``p1``, clipped to the image."""
+    import numpy as np
+
+    h, w = img.shape[:2]
+    x_lo, x_hi = int(max(min(p0[0], p1[0]) - radius, 0)), int(min(max(p0[0], p1[0]) + radius + 1, w))
+    y_lo, y_hi = int(max(min(p0[1], p1[1]) - radius, 0)), int(min(max(p0[1], p1[1]) + radius + 1, h))
+    if x_lo >= x_hi or y_lo >= y_hi:
+        return
+    ys, xs = np.mgrid[y_lo:y_hi, x_lo:x_hi].astype(np.float32)
+    dx, dy = p1[0] - p0[0], p1[1] - p0[1]
+    t = ((xs - p0[0]) * dx + (ys - p0[1]) * dy) / max(dx * dx + dy * dy, 1e-9)
+    t = np.clip(t, 0.0, 1.0)
+    dist2 = (xs - p0[0] - t * dx) ** 2 + (ys - p0[1] - t * dy) ** 2
+    img[y_lo:y_hi, x_lo:x_hi][dist2 <= radius * radius] = color

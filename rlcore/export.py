@@ -1,0 +1,262 @@
+"""``python -m rlcore.export checkpoint=<model_<it>.pt or run dir> format=onnx|jit [output=<file>]``.
+
+Writes the deployable policy of a checkpoint (PPO actor or distillation student, observation normaliser
+inside the graph) and, beside it, a JSON file (same name, ``.json``) with its input/output names and
+shapes, the observation groups that make up each input, the normaliser statistics and the result of the
+check below.
+
+The check: the eager policy is run deterministically in the checkpoint's task for ``verify_steps`` steps
+and the observations are recorded; then the eager policy and the written file are both run on that
+recorded stream (from a zero recurrent state) and every output is compared. A difference beyond ``atol``
+(1e-5) fails loudly: exit status 1, and the file is renamed ``<file>.unverified``.
+
+Run ``python -m rlcore.export --help`` for every key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
+
+from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors  # noqa: E402
+from rlcore.utils.config_schema import ExportCfg  # noqa: E402
+
+SUMMARY = ("Export a checkpoint's policy to ONNX or TorchScript with a JSON of its inputs, outputs, observation "
+           "groups and normaliser, verified against the eager policy on recorded observations.")
+
+#: Exit status when the written file does not reproduce the eager policy.
+VERIFY_FAILED_EXIT = 1
+
+
+class ExportMismatch(Exception):
+    """The exported file's outputs differ from the eager policy's beyond the tolerance."""
+
+
+def policy_inputs(policy, obs) -> list:
+    """The exported policy's observation inputs for ``obs`` (TensorDict), in call order, as float32 CPU tensors."""
+    import torch
+
+    inputs = []
+    for name, _ in policy.export_inputs():
+        if name == "obs":
+            groups = list(policy.obs_groups_1d)
+            x = torch.cat([obs[g] for g in groups], dim=-1) if len(groups) > 1 else obs[groups[0]]
+        else:
+            x = obs[name]
+        inputs.append(x.detach().float().cpu().contiguous())
+    return inputs
+
+
+def describe(policy, obs, fmt: str, info, output: str, env=None) -> dict:
+    """The JSON description of an exported policy (names, shapes, groups, normaliser)."""
+    import torch
+
+    module = policy.as_onnx()
+    input_names, output_names = list(module.input_names), list(module.output_names)
+    shapes = {n: list(x.shape) for n, x in zip(input_names, module.example_inputs)}
+    inputs = []
+    for name in input_names:
+        entry: dict = {"name": name, "dtype": "float32"}
+        if name in ("h_in", "c_in"):
+            entry["shape"] = [shapes[name][0], "batch", shapes[name][2]]
+            entry["role"] = "recurrent state (zeros at an episode start)"
+        else:
+            entry["shape"] = ["batch", *shapes[name][1:]]
+            if name == "obs":
+                entry["groups"] = [{"name": g, "size": int(obs[g].shape[-1])} for g in policy.obs_groups_1d]
+            else:
+                entry["groups"] = [{"name": name, "shape": list(obs[name].shape[1:])}]
+        inputs.append(entry)
+    outputs = [{"name": "actions", "dtype": "float32", "shape": ["batch", int(policy.output_dim)]}]
+    for name in output_names[1:]:
+        outputs.append({"name": name, "dtype": "float32", "shape": [shapes[name.replace("_out", "_in")][0], "batch",
+                                                                   shapes[name.replace("_out", "_in")][2]]})
+    if fmt == "jit":  # TorchScript: positional observation inputs; recurrent state is kept inside the module
+        inputs = [i for i in inputs if i["name"] not in ("h_in", "c_in")]
+        outputs = outputs[:1]
+    normalizer = None
+    norm = getattr(policy, "obs_normalizer", None)
+    if getattr(policy, "obs_normalization", False) and hasattr(norm, "mean"):
+        normalizer = {"in_graph": True, "input": "obs", "formula": "(obs - mean) / (std + eps)",
+                      "mean": [float(v) for v in norm.mean.flatten().tolist()],
+                      "std": [float(v) for v in norm.std.flatten().tolist()],
+                      "eps": float(norm.eps), "count": int(norm.count)}
+    from rlcore.play import control_period
+
+    return {
+        "format": fmt,
+        "file": os.path.basename(output),
+        "checkpoint": os.path.abspath(info.checkpoint),
+        "iteration": info.ckpt.get("iter"),
+        "task": info.task["name"],
+        "task_env": info.task.get("env") or {},
+        "algorithm": info.algorithm,
+        "model": type(policy).__name__,
+        "recurrent": bool(getattr(policy, "is_recurrent", False)),
+        "obs_set": info.policy_set,
+        "obs_groups": {k: list(v) for k, v in (info.train_cfg.get("obs_groups") or {}).items()},
+        "inputs": inputs,
+        "outputs": outputs,
+        "action_dim": int(policy.output_dim),
+        "control_period_s": control_period(env) if env is not None else None,
+        "normalizer": normalizer,
+        "deterministic": True,
+        "torch_version": torch.__version__,
+        "usage": ("onnxruntime: session.run(None, {input name: array}); recurrent state h_in/c_in starts at zeros "
+                  "and is fed back from h_out/c_out" if fmt == "onnx" else
+                  "torch.jit.load(file)(*inputs) in the order of 'inputs'; recurrent modules keep their state, "
+                  "call reset() to zero it"),
+    }
+
+
+def _max_diff(a, b, rtol: float = 0.0) -> float:
+    """``max |a - b| - rtol * |b|`` over elements (inf when the shapes differ): compared with ``atol``."""
+    import torch
+
+    a, b = torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32)
+    if a.shape != b.shape:
+        return float("inf")
+    return float(((a - b).abs() - rtol * b.abs()).max()) if a.numel() else 0.0
+
+
+def verify_onnx(path: str, policy, recorded: list, reference: list, rtol: float = 0.0) -> tuple[float, int]:
+    """``(max |onnx - eager|, step of the max)`` over the recorded stream, state carried through onnxruntime."""
+    import numpy as np
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    out_names = [o.name for o in session.get_outputs()]
+    module = policy.as_onnx()
+    example = dict(zip(module.input_names, module.example_inputs))
+    batch = recorded[0][0].shape[0]
+    state = {n: np.zeros((example[n].shape[0], batch, example[n].shape[2]), dtype=np.float32)
+             for n in names if n in ("h_in", "c_in")}
+    worst, worst_step = 0.0, 0
+    obs_names = [n for n in module.input_names if n not in ("h_in", "c_in")]
+    for step, (inputs, ref) in enumerate(zip(recorded, reference)):
+        feeds = {n: x.numpy() for n, x in zip(obs_names, inputs)}
+        feeds.update(state)
+        outputs = dict(zip(out_names, session.run(None, feeds)))
+        for n in state:
+            state[n] = outputs[n.replace("_in", "_out")]
+        diff = _max_diff(outputs["actions"], ref, rtol)
+        if diff > worst:
+            worst, worst_step = diff, step
+    return worst, worst_step
+
+
+def verify_jit(path: str, recorded: list, reference: list, rtol: float = 0.0) -> tuple[float, int]:
+    """``(max |jit - eager|, step of the max)``; a recurrent module carries its own state through the stream."""
+    import torch
+
+    module = torch.jit.load(path, map_location="cpu")
+    module.eval()
+    if hasattr(module, "reset"):
+        module.reset()
+    worst, worst_step = 0.0, 0
+    with torch.no_grad():
+        for step, (inputs, ref) in enumerate(zip(recorded, reference)):
+            diff = _max_diff(module(*inputs), ref, rtol)
+            if diff > worst:
+                worst, worst_step = diff, step
+    return worst, worst_step
+
+
+def export(args: dict) -> dict:
+    """Run ``args`` (the keys of :class:`~rlcore.utils.config_schema.ExportCfg`); returns the JSON description."""
+    import torch
+
+    from rlcore.utils.export import export_jit, export_onnx
+    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
+
+    if not args.get("checkpoint"):
+        raise UserError("export needs checkpoint=<model_<it>.pt or a run directory>, e.g. "
+                        "python -m rlcore.export checkpoint=logs/pendulum/<run> format=onnx.")
+    fmt = str(args["format"])
+    for key in ("num_envs", "verify_steps"):
+        if int(args[key]) < 1:
+            raise UserError(f"{key}={args[key]}: must be >= 1.")
+    if not float(args["atol"]) > 0 or float(args["rtol"]) < 0:
+        raise UserError(f"atol={args['atol']}, rtol={args['rtol']}: atol must be > 0 and rtol >= 0.")
+    device = check_device(args["device"])
+    if args.get("threads"):
+        torch.set_num_threads(int(args["threads"]))
+    from rlcore.utils.checkpoint import seed_everything
+
+    seed_everything(int(args["seed"]))  # tasks that draw from the global generators replay the same way
+    info = load_run(str(args["checkpoint"]))
+    env = make_run_env(info, int(args["num_envs"]), device, int(args["seed"]))
+    policy = make_run_policy(info, env, device)
+    default_name = "policy.onnx" if fmt == "onnx" else "policy.pt"
+    output = args.get("output") or os.path.join(info.run_dir, "exported", default_name)
+    output = os.path.abspath(output)
+
+    # 1. observations the policy really meets: the eager policy drives the task (recurrent state reset per episode)
+    recorded, observations = [], []
+    with torch.inference_mode():
+        obs = env.get_observations().to(device)
+        for _ in range(int(args["verify_steps"])):
+            observations.append(obs.clone())
+            recorded.append(policy_inputs(policy, obs))
+            actions = policy(obs, stochastic_output=False)
+            obs, _, dones, _ = env.step(actions.to(env.device))
+            obs = obs.to(device)
+            policy.reset(dones.to(device))
+        # 2. the eager reference on that stream, one continuous sequence per env from a zero state
+        policy.reset()
+        reference = [policy(o, stochastic_output=False).detach().float().cpu() for o in observations]
+        policy.reset()
+
+    # 3. write, then check the written file
+    rtol = float(args["rtol"])
+    if fmt == "onnx":
+        export_onnx(policy.as_onnx(), output)
+        worst, step = verify_onnx(output, policy, recorded, reference, rtol)
+    else:
+        export_jit(policy.as_jit(), output)
+        worst, step = verify_jit(output, recorded, reference, rtol)
+    atol = float(args["atol"])
+    if not worst <= atol:
+        failed = output + ".unverified"
+        os.replace(output, failed)
+        bound = f"atol {atol:g}" + (f" + rtol {rtol:g} x |eager|" if rtol else "")
+        raise ExportMismatch(f"the exported {fmt} policy does not reproduce the eager policy: max |exported - eager| "
+                             f"= {worst:.3g} > {bound} (step {step} of {len(recorded)} recorded steps); the file "
+                             f"was moved to {failed}.")
+
+    meta = describe(policy, observations[0], fmt, info, output, env)
+    meta["verification"] = {"recorded_steps": len(recorded), "num_envs": int(args["num_envs"]),
+                            "max_abs_diff": worst, "atol": atol, "rtol": rtol,
+                            "passed": True}
+    meta_path = os.path.splitext(output)[0] + ".json"
+    with open(meta_path, "w") as f:
+        json.dump(meta, f, indent=2)
+        f.write("\n")
+    print(f"[rlcore] exported {info.algorithm} policy ({meta['model']}) of {info.checkpoint} to {output}")
+    print(f"[rlcore] verified on {len(recorded)} recorded steps x {int(args['num_envs'])} envs: max |{fmt} - eager| "
+          f"= {worst:.2e} <= {atol:g}")
+    print(f"[rlcore] description: {meta_path}")
+    meta["path"], meta["json"] = output, meta_path
+    return meta
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m rlcore.export`` and ``rlcore-export``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv):
+        print(usage("export", ExportCfg, SUMMARY))
+        return
+    with user_errors():
+        try:
+            export(parse_key_values(argv, ExportCfg, "export"))
+        except ExportMismatch as err:
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            sys.exit(VERIFY_FAILED_EXIT)
+
+
+if __name__ == "__main__":
+    main()

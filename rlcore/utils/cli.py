@@ -1,0 +1,232 @@
+"""What the command-line entry points share: where ``conf/`` is, composing it, parsing ``key=value``
+arguments against a structured config, and reporting user errors as one line with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import sysconfig
+from collections.abc import Iterator, Sequence
+
+from rlcore.utils.config_schema import ConfigError
+
+#: Exit status of a user error (bad option, bad value, missing file): argparse's convention.
+USER_ERROR_EXIT = 2
+
+#: Every file of the config tree lives under these names; ``config_dir`` checks for them.
+_CONF_MARKERS = ("config.yaml", os.path.join("model", "mlp.yaml"))
+
+
+class UserError(Exception):
+    """A mistake in the command line, the config or the files it names: reported as one line, no stack trace."""
+
+
+# ============================================================================ the config tree
+def config_dir() -> str:
+    """Absolute path of the Hydra config tree (``conf/``).
+
+    Looked up, in order: ``$RLCORE_CONF_DIR``; ``conf/`` beside the ``rlcore`` package (a source checkout
+    or an editable install); ``share/rlcore/conf`` under the install prefixes, where a wheel puts it
+    (pyproject's ``[tool.setuptools.data-files]``).
+    """
+    candidates = []
+    if os.environ.get("RLCORE_CONF_DIR"):
+        candidates.append(os.environ["RLCORE_CONF_DIR"])
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    candidates.append(os.path.join(os.path.dirname(package_dir), "conf"))
+    prefixes = [sysconfig.get_paths().get("data"), sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", None)]
+    try:
+        import site
+
+        prefixes.append(site.getuserbase())
+    except Exception:  # noqa: BLE001 - a missing user base is not an error
+        pass
+    candidates += [os.path.join(p, "share", "rlcore", "conf") for p in prefixes if p]
+    for path in candidates:
+        if all(os.path.isfile(os.path.join(path, m)) for m in _CONF_MARKERS):
+            return os.path.abspath(path)
+    raise UserError("cannot find rlcore's config tree (conf/): reinstall rlcore, or point RLCORE_CONF_DIR at the "
+                    "conf/ folder of a source checkout.")
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group (``model`` -> ``['cnn', 'mlp', 'rnn']``), from the config tree."""
+    folder = os.path.join(config_dir(), group)
+    if not os.path.isdir(folder):
+        return []
+    return sorted(name[:-5] for name in os.listdir(folder) if name.endswith(".yaml"))
+
+
+def compose(overrides: Sequence[str], config_name: str = "config", return_hydra_config: bool = False):
+    """Compose ``conf/<config_name>.yaml`` with command-line ``overrides`` (Hydra's grammar).
+
+    Raises:
+        UserError: one line for an unknown group option (listing the valid ones), an unknown key, or an
+            override that does not parse.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+
+    try:
+        with initialize_config_dir(config_dir=config_dir(), version_base=None, job_name="rlcore"):
+            return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=return_hydra_config)
+    except HydraException as err:
+        from hydra.errors import OverrideParseException
+
+        if isinstance(err, OverrideParseException):
+            culprit = _unparsable_override(overrides)
+            if culprit is not None:
+                reason = str(err).strip().splitlines()[0]
+                raise UserError(f"cannot parse the argument '{culprit}' ({reason}); write key=value, quoting values "
+                                "with special characters: key='a value'.") from None
+        raise UserError(hydra_error_line(err)) from None
+
+
+def _unparsable_override(overrides: Sequence[str]) -> str | None:
+    """The first override that Hydra's grammar rejects."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_override(override)
+        except HydraException:
+            return override
+    return None
+
+
+def hydra_error_line(err: Exception) -> str:
+    """One line for an error Hydra raised while composing."""
+    text = str(err)
+    missing = re.search(r"Could not (?:find|load) '([^']+)/([^'/]+)'", text)
+    if missing:
+        group, option = missing.group(1), missing.group(2)
+        valid = group_options(group)
+        if valid:
+            return f"unknown option {group}={option}; valid choices for {group}: {', '.join(valid)}."
+        return f"unknown option {group}={option}."
+    missing_group = re.search(r"Could not override '([^']+)'. No match in the defaults list", text)
+    if missing_group:
+        return f"unknown config group '{missing_group.group(1)}'."
+    cause = err.__cause__
+    not_in_struct = re.search(r"Could not override '([^']+)'", text)
+    if not_in_struct and cause is not None and "not in struct" in str(cause):
+        key = not_in_struct.group(1)
+        return f"unknown config key '{key}' (to add a key that is not in the config, write +{key}=...)."
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith(("See https", "\t"))]
+    lines = [ln for ln in lines if not ln.startswith("Config search path")]
+    if cause is not None:
+        lines.append(_first_line(cause))
+    return " ".join(lines) or type(err).__name__
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(getattr(err, "msg", None) or err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def parse_key_values(argv: Sequence[str], schema: type, command: str) -> dict:
+    """``key=value`` arguments checked against a dataclass ``schema``; returns a plain dict (enums as strings).
+
+    Values are parsed as YAML (``video=true``, ``episodes=5``, ``onnx=policy.onnx``).
+
+    Raises:
+        UserError: an argument without ``=``, an unknown key (listing the valid ones), or a wrong type.
+    """
+    from dataclasses import fields
+
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    valid = [f.name for f in fields(schema)]
+    dotlist = []
+    for arg in argv:
+        key, sep, _ = arg.partition("=")
+        key = key.lstrip("+")
+        if not sep or not key:
+            raise UserError(f"{command}: expected key=value arguments, got '{arg}'; valid keys: {', '.join(valid)}.")
+        if key not in valid:
+            raise UserError(f"{command}: unknown key '{key}'; valid keys: {', '.join(valid)}.")
+        dotlist.append(arg.lstrip("+"))
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(dotlist))
+        return OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", "") or ""
+        raise UserError(f"{command}: {key + ': ' if key else ''}{_first_line(err).rstrip('.')}.") from None
+
+
+def usage(command: str, schema: type, summary: str) -> str:
+    """A ``--help`` text listing the keys of ``schema`` with their defaults."""
+    from dataclasses import MISSING, fields
+
+    lines = [f"usage: python -m rlcore.{command} key=value ...", "", summary, "", "keys (default):"]
+    for f in fields(schema):
+        default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING
+                                                              else "required")
+        default = getattr(default, "value", default)
+        lines.append(f"  {f.name:<14} {default!r}")
+    return "\n".join(lines)
+
+
+# ============================================================================ devices
+def check_device(device: str) -> str:
+    """``device`` if this machine has it (``cpu``, ``cuda``, ``cuda:1``, ``mps``), else a UserError saying why."""
+    import torch
+
+    device = str(device).strip()
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UserError(f"device={device} is not a device; use cpu, cuda or cuda:<index>.") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"device={device} but CUDA is not available on this machine (torch "
+                            f"{torch.__version__}, no CUDA device found); use device=cpu.")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise UserError(f"device={device} but this machine has {count} CUDA device(s) "
+                            f"(cuda:0..cuda:{count - 1}).")
+    elif dev.type == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise UserError(f"device={device} but MPS is not available on this machine; use device=cpu.")
+    elif dev.type != "cpu":
+        raise UserError(f"device={device} is not supported; use cpu, cuda or cuda:<index>.")
+    return device
+
+
+# ============================================================================ error reporting
+#: Exceptions that mean "the user asked for something that cannot work", not "rlcore has a bug".
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ConfigError, FileNotFoundError, ValueError, KeyError,
+                                                TypeError)
+
+
+def one_line(err: BaseException) -> str:
+    """The error's message on one line (a KeyError's quotes dropped)."""
+    msg = err.args[0] if isinstance(err, KeyError) and err.args and isinstance(err.args[0], str) else str(err)
+    msg = " ".join(str(msg).split())
+    return msg or type(err).__name__
+
+
+@contextlib.contextmanager
+def user_errors(errors: tuple[type[BaseException], ...] = USER_ERRORS) -> Iterator[None]:
+    """Turn ``errors`` into ``error: <one line>`` on stderr and exit status 2 (``RLCORE_DEBUG=1`` re-raises)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except errors as err:
+        if os.environ.get("RLCORE_DEBUG"):
+            raise
+        print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
+        sys.exit(USER_ERROR_EXIT)
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a torchrun launch, or a plain process."""
+    return int(os.environ.get("RANK", "0")) == 0

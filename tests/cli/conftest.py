@@ -1,0 +1,24 @@
+"""Fixtures of the command-line tests: one tiny training run shared by the whole session."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from cli_helpers import TINY, check_ok, run_module
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """In-process commands share 2 CPU cores with the rest of the machine: keep torch to one thread."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """``python -m rlcore.train task=pendulum`` with tiny settings: a run directory with model_1.pt and model_2.pt."""
+    run_dir = tmp_path_factory.mktemp("cli") / "pendulum_run"
+    proc = check_ok(run_module("rlcore.train", "task=pendulum", *TINY, "seed=5", f"hydra.run.dir={run_dir}"))
+    return {"dir": run_dir, "proc": proc}

@@ -1,0 +1,209 @@
+"""The commands of the README as subprocesses on the pendulum with tiny settings:
+train -> checkpoint -> resume -> play (with video) -> export (ONNX, TorchScript) -> play the ONNX file,
+and the in-process training paths for distillation and extensions."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from cli_helpers import REPO_ROOT, TINY, check_ok, episode_returns, run_module
+
+
+# ---------------------------------------------------------------------------- train -> checkpoint -> resume
+def test_train_writes_a_run_directory(trained_run):
+    run = trained_run["dir"]
+    assert (run / ".hydra" / "config.yaml").is_file()
+    from omegaconf import OmegaConf
+
+    resolved = OmegaConf.load(run / "config.yaml")  # resolved and checked: no interpolations, defaults filled
+    assert resolved.runner.experiment_name == "pendulum" and resolved.seed == 5
+    assert resolved.algorithm.clip_param == 0.2 and resolved.model.actor.hidden_dims == [16, 16]
+    assert (run / "model_1.pt").is_file() and (run / "model_2.pt").is_file()
+    assert (run / "policy.onnx").is_file()
+    ckpt = torch.load(run / "model_2.pt", weights_only=True)
+    assert ckpt["iter"] == 2
+    assert ckpt["train_cfg"]["task"] == {"name": "pendulum", "num_envs": 8,
+                                         "env": {"max_episode_length": 200, "hide_velocity": False}}
+    assert ckpt["train_cfg"]["seed"] == 5 and ckpt["train_cfg"]["actor"]["hidden_dims"] == [16, 16]
+    assert "run directory" in trained_run["proc"].stdout
+
+
+def test_resume_continues_the_iteration_count(trained_run, tmp_path):
+    run2 = tmp_path / "resumed"
+    proc = check_ok(run_module("rlcore.train", "task=pendulum", *TINY, "seed=5", "runner.max_iterations=1",
+                               f"resume={trained_run['dir']}", f"hydra.run.dir={run2}"))
+    assert f"resumed from {trained_run['dir'] / 'model_2.pt'} at iteration 2" in proc.stdout
+    assert (run2 / "model_3.pt").is_file() and not (run2 / "model_1.pt").exists()
+    assert torch.load(run2 / "model_3.pt", weights_only=True)["iter"] == 3
+
+
+# ---------------------------------------------------------------------------- play, export, ONNX parity
+@pytest.fixture(scope="module")
+def played(trained_run):
+    """``rlcore.play`` with the torch policy and a small video."""
+    proc = check_ok(run_module("rlcore.play", f"checkpoint={trained_run['dir']}", "episodes=2", "video=true",
+                               "video_width=64", "video_height=48"))
+    return proc
+
+
+def test_play_prints_returns_and_metrics(played):
+    returns = episode_returns(played.stdout)
+    assert len(returns) == 2 and all(np.isfinite(returns))
+    assert "mean return" in played.stdout
+    assert re.search(r"^\s+/episode_return_mean\s+-?\d", played.stdout, re.M)  # the task's extras["log"] metrics
+    assert "policy=torch MLPModel" in played.stdout
+
+
+def test_play_writes_an_mp4(played, trained_run):
+    from rlcore.utils.video import read_mp4
+
+    path = trained_run["dir"] / "videos" / "model_2.mp4"
+    assert path.is_file(), played.stdout
+    frames = read_mp4(path)
+    assert frames.shape == (201, 48, 64, 3)  # the first frame + one per step of two 200-step episodes run in parallel
+    assert frames.std() > 1.0  # a drawing, not a blank image
+
+
+@pytest.fixture(scope="module")
+def exported(trained_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "policy.onnx"
+    proc = check_ok(run_module("rlcore.export", f"checkpoint={trained_run['dir'] / 'model_2.pt'}", "format=onnx",
+                               f"output={out}", "num_envs=4", "verify_steps=16"))
+    return {"path": out, "proc": proc}
+
+
+def test_export_onnx_writes_the_policy_and_its_description(exported, trained_run):
+    meta = json.loads(exported["path"].with_suffix(".json").read_text())
+    assert meta["format"] == "onnx" and meta["task"] == "pendulum" and meta["iteration"] == 2
+    assert meta["inputs"] == [{"name": "obs", "dtype": "float32", "shape": ["batch", 3],
+                               "groups": [{"name": "policy", "size": 3}]}]
+    assert meta["outputs"] == [{"name": "actions", "dtype": "float32", "shape": ["batch", 1]}]
+    assert meta["obs_groups"]["actor"] == ["policy"] and meta["obs_set"] == "actor"
+    ckpt = torch.load(trained_run["dir"] / "model_2.pt", weights_only=True)
+    mean = ckpt["actor_state_dict"]["obs_normalizer._mean"].flatten().tolist()
+    assert meta["normalizer"]["mean"] == pytest.approx(mean) and len(meta["normalizer"]["std"]) == 3
+    assert meta["verification"]["passed"] and meta["verification"]["max_abs_diff"] <= 1e-5
+    assert "verified on 16 recorded steps" in exported["proc"].stdout
+
+
+def test_exported_onnx_matches_the_eager_policy(exported, trained_run):
+    """onnxruntime on the written file vs the checkpoint's torch actor, on fresh random observations."""
+    import onnxruntime as ort
+    from tensordict import TensorDict
+
+    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
+
+    info = load_run(str(trained_run["dir"]))
+    env = make_run_env(info, 4, "cpu", 0)
+    policy = make_run_policy(info, env, "cpu")
+    obs = TensorDict({"policy": 3.0 * torch.randn(64, 3), "critic": torch.randn(64, 3)}, batch_size=[64])
+    with torch.inference_mode():
+        eager = policy(obs).numpy()
+    session = ort.InferenceSession(str(exported["path"]), providers=["CPUExecutionProvider"])
+    (onnx_actions,) = session.run(None, {"obs": obs["policy"].numpy()})
+    np.testing.assert_allclose(onnx_actions, eager, rtol=0, atol=1e-5)
+
+
+def test_play_runs_the_onnx_policy_like_the_torch_policy(exported, played, trained_run):
+    proc = check_ok(run_module("rlcore.play", f"checkpoint={trained_run['dir']}", "episodes=2",
+                               f"onnx={exported['path']}"))
+    assert f"policy=onnx {exported['path']}" in proc.stdout
+    np.testing.assert_allclose(episode_returns(proc.stdout), episode_returns(played.stdout), rtol=0, atol=1e-2)
+
+
+def test_export_jit(trained_run, tmp_path, capsys):
+    from rlcore import export as export_cli
+
+    out = tmp_path / "policy.pt"
+    export_cli.main([f"checkpoint={trained_run['dir']}", "format=jit", f"output={out}", "num_envs=2",
+                     "verify_steps=8"])
+    assert "max |jit - eager|" in capsys.readouterr().out
+    module = torch.jit.load(str(out))
+    assert module(torch.zeros(5, 3)).shape == (5, 1)
+    assert json.loads(out.with_suffix(".json").read_text())["format"] == "jit"
+
+
+def test_export_verification_fails_loudly(trained_run, tmp_path, monkeypatch, capsys):
+    """A written file that does not reproduce the eager policy: exit 1, the file renamed .unverified, no JSON."""
+    import rlcore.utils.export as export_utils
+    from rlcore import export as export_cli
+
+    original = export_utils.export_onnx
+
+    def corrupt(module, path, *args, **kwargs):
+        with torch.no_grad():
+            next(module.parameters()).add_(1e-2)
+        return original(module, path, *args, **kwargs)
+
+    monkeypatch.setattr(export_utils, "export_onnx", corrupt)
+    out = tmp_path / "bad.onnx"
+    with pytest.raises(SystemExit) as stop:
+        export_cli.main([f"checkpoint={trained_run['dir']}", f"output={out}", "num_envs=2", "verify_steps=4"])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert "does not reproduce the eager policy" in err and "> atol 1e-05" in err
+    assert not out.exists() and (tmp_path / "bad.onnx.unverified").exists()
+    assert not (tmp_path / "bad.json").exists()
+
+
+# ---------------------------------------------------------------------------- distillation and extensions
+def _train_in_process(overrides: list[str], log_dir) -> None:
+    from rlcore.train import run
+    from rlcore.utils.cli import compose
+
+    run(compose(overrides), log_dir=str(log_dir))
+
+
+def test_distillation_from_the_teacher_checkpoint(trained_run, tmp_path, capsys):
+    _train_in_process(["task=pendulum", "algorithm=distillation", "model=rnn", f"teacher={trained_run['dir']}",
+                       *TINY[:6], "model.actor.rnn_hidden_dim=8", "model.critic.rnn_hidden_dim=8"], tmp_path)
+    out = capsys.readouterr().out
+    assert "teacher loaded from" in out and "ignoring PPO-only settings" in out
+    ckpt = torch.load(tmp_path / "model_2.pt", weights_only=True)
+    assert ckpt["train_cfg"]["student"]["class_name"] == "RNNModel"
+    assert ckpt["train_cfg"]["teacher"]["class_name"] == "MLPModel"
+    teacher = torch.load(trained_run["dir"] / "model_2.pt", weights_only=True)["actor_state_dict"]
+    torch.testing.assert_close(ckpt["teacher_state_dict"]["mlp.0.weight"], teacher["mlp.0.weight"])
+    # the student is the deployed policy
+    from rlcore.play import play
+    from rlcore.utils.cli import parse_key_values
+    from rlcore.utils.config_schema import PlayCfg
+
+    result = play(parse_key_values([f"checkpoint={tmp_path}", "episodes=1"], PlayCfg, "play"))
+    assert "policy=torch RNNModel" in capsys.readouterr().out and len(result["returns"]) == 1
+
+
+def test_rnd_and_symmetry_extensions(tmp_path):
+    _train_in_process(["task=cartpole", "extension=[rnd,symmetry]", *TINY, "extension.rnd.num_outputs=8",
+                       "extension.rnd.predictor_hidden_dims=[8]", "extension.rnd.target_hidden_dims=[8]"], tmp_path)
+    ckpt = torch.load(tmp_path / "model_2.pt", weights_only=True)
+    alg = ckpt["train_cfg"]["algorithm"]
+    assert alg["rnd_cfg"]["num_outputs"] == 8
+    assert alg["symmetry_cfg"]["data_augmentation_func"] == "tasks.classic.symmetry:cartpole_mirror"
+    assert "rnd_state_dict" in ckpt
+
+
+# ---------------------------------------------------------------------------- console scripts
+def test_console_scripts_point_at_the_entry_points():
+    import importlib
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == {"rlcore-train", "rlcore-play", "rlcore-export"}
+    for target in scripts.values():
+        module, func = target.split(":")
+        assert callable(getattr(importlib.import_module(module), func))
+
+
+def test_help_lists_the_keys(capsys):
+    from rlcore import export as export_cli
+    from rlcore import play as play_cli
+
+    play_cli.main(["--help"])
+    export_cli.main(["-h"])
+    out = capsys.readouterr().out
+    assert "checkpoint" in out and "video" in out and "onnx" in out and "format" in out and "atol" in out

@@ -1,0 +1,250 @@
+"""Config composition (every model x algorithm x extension combination), the structured-config checks,
+and the config tree's location."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from dataclasses import MISSING, fields
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rlcore.train import build_train_cfg, prepare
+from rlcore.utils import config_schema as schema
+from rlcore.utils.cli import UserError, compose, config_dir, group_options
+from rlcore.utils.config_schema import ConfigError, validate_config
+
+MODELS = ["mlp", "cnn", "rnn"]
+ALGORITHMS = ["ppo", "distillation"]
+EXTENSIONS = [[], ["rnd"], ["symmetry"], ["rnd", "symmetry"]]
+
+#: A PPO checkpoint as build_train_cfg reads it (only its config matters for composition).
+FAKE_TEACHER = {"train_cfg": {"actor": {"class_name": "MLPModel", "hidden_dims": [32, 32], "obs_normalization": True,
+                                        "distribution_cfg": {"class_name": "GaussianDistribution"}},
+                              "obs_groups": {"actor": ["policy"], "critic": ["policy"]}}}
+
+
+def _overrides(model: str, algorithm: str, extensions: list[str]) -> list[str]:
+    out = ["task=cartpole", f"model={model}", f"algorithm={algorithm}", f"extension=[{','.join(extensions)}]"]
+    if model == "cnn":  # CNNModel needs an image group: the fake env below provides one
+        out.append("task.obs_groups.actor=[policy,height_scan]")
+        out.append("task.obs_groups.critic=[critic,height_scan]")
+    return out
+
+
+class _ImageEnv:
+    """Just enough of a VecEnv for construct_algorithm: cart-pole-sized 1D groups plus a 2D height scan."""
+
+    num_envs, num_actions, max_episode_length, device, cfg, step_dt = 4, 1, 10, torch.device("cpu"), {}, 0.02
+
+    def __init__(self) -> None:
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
+
+    def get_observations(self) -> TensorDict:
+        n = self.num_envs
+        return TensorDict({"policy": torch.randn(n, 4), "critic": torch.randn(n, 4),
+                           "height_scan": torch.randn(n, 1, 6, 6)}, batch_size=[n])
+
+
+def test_groups_have_the_documented_options():
+    assert group_options("model") == ["cnn", "mlp", "rnn"]
+    assert group_options("algorithm") == ["distillation", "ppo"]
+    assert group_options("extension") == ["rnd", "symmetry"]
+    assert {"pendulum", "cartpole"} <= set(group_options("task"))
+    assert group_options("logger") == ["none", "tensorboard", "wandb"]
+    assert group_options("runner") == ["default"]
+
+
+def _refusal(model: str, algorithm: str, extensions: list[str]) -> str | None:
+    """The message that refuses a combination, or None for a valid one."""
+    if algorithm == "distillation" and extensions:
+        return r"algorithm=distillation does not support extensions \(" + ", ".join(extensions)
+    if model == "rnn" and "symmetry" in extensions:
+        return r"extension=symmetry does not support recurrent models \(model=rnn\)"
+    return None
+
+
+COMBINATIONS = list(itertools.product(MODELS, ALGORITHMS, EXTENSIONS))
+VALID = [c for c in COMBINATIONS if _refusal(*c) is None]
+INVALID = [c for c in COMBINATIONS if _refusal(*c) is not None]
+
+
+@pytest.mark.parametrize(("model", "algorithm", "extensions"), VALID,
+                         ids=[f"{m}-{a}-{'+'.join(e) or 'none'}" for m, a, e in VALID])
+def test_valid_combination_composes_and_builds(model, algorithm, extensions):
+    from rlcore.algorithms.factory import construct_algorithm
+    from tasks.registry import make_task
+
+    cfg = compose(_overrides(model, algorithm, extensions))
+    teacher = FAKE_TEACHER if algorithm == "distillation" else None
+    train = build_train_cfg(cfg, teacher)
+    policy_part = "student" if algorithm == "distillation" else "actor"
+    assert train[policy_part]["class_name"] == {"mlp": "MLPModel", "cnn": "CNNModel", "rnn": "RNNModel"}[model]
+    assert train["algorithm"]["class_name"] == {"ppo": "PPO", "distillation": "Distillation"}[algorithm]
+    assert ("rnd_cfg" in train["algorithm"]) == ("rnd" in extensions)
+    assert ("symmetry_cfg" in train["algorithm"]) == ("symmetry" in extensions)
+    if algorithm == "distillation":
+        assert train["teacher"]["class_name"] == "MLPModel" and "gamma" not in train["algorithm"]
+    # the factory builds it (small networks, a 4-env task)
+    for part in ("actor", "critic", "student"):
+        if part in train:
+            train[part]["hidden_dims"] = [8]
+            if model == "rnn":
+                train[part]["rnn_hidden_dim"] = 8
+    env = _ImageEnv() if model == "cnn" else make_task("cartpole", num_envs=4, seed=0)
+    alg = construct_algorithm(env.get_observations(), env, train, "cpu")
+    assert type(alg).__name__ == train["algorithm"]["class_name"]
+
+
+@pytest.mark.parametrize(("model", "algorithm", "extensions"), INVALID,
+                         ids=[f"{m}-{a}-{'+'.join(e)}" for m, a, e in INVALID])
+def test_invalid_combination_is_refused(model, algorithm, extensions):
+    cfg = compose(_overrides(model, algorithm, extensions))
+    message = _refusal(model, algorithm, extensions)
+    with pytest.raises(UserError, match=message):
+        build_train_cfg(cfg, FAKE_TEACHER)
+    with pytest.raises(UserError, match=message):
+        prepare(cfg)  # refused before any checkpoint is even read
+
+
+def test_task_settings_are_overridable_and_typed():
+    cfg = compose(["task=cartpole", "task.num_envs=16", "runner.max_iterations=3", "algorithm.gamma=0.9", "seed=4"])
+    train = build_train_cfg(cfg)
+    assert train["task"]["num_envs"] == 16 and train["max_iterations"] == 3 and train["seed"] == 4
+    assert train["algorithm"]["gamma"] == 0.9 and isinstance(train["algorithm"]["gamma"], float)
+    assert train["obs_groups"] == {"actor": ["policy"], "critic": ["policy"]}
+    assert train["experiment_name"] == "cartpole"  # ${task.name} resolved
+
+
+def _plain(overrides: list[str]) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(compose(overrides), resolve=True)
+
+
+@pytest.mark.parametrize(("key", "value", "path"), [
+    ("runner", {"max_iterations": "abc"}, "runner.max_iterations"),
+    ("runner", {"save_interval": 2.5}, "runner.save_interval"),
+    ("algorithm", {"clip_param": "wide"}, "algorithm.clip_param"),
+    ("algorithm", {"schedule": "cosine"}, "algorithm.schedule"),
+    ("logger", {"type": "mlflow"}, "logger.type"),
+    ("task", {"num_envs": "many"}, "task.num_envs"),
+])
+def test_a_wrong_type_names_the_key_path(key, value, path):
+    cfg = _plain(["task=pendulum"])
+    cfg[key].update(value)
+    with pytest.raises(ConfigError, match=rf"^{path}: "):
+        validate_config(cfg)
+
+
+def test_nested_type_errors_name_the_full_path():
+    cfg = _plain(["model=rnn"])
+    cfg["model"]["actor"]["hidden_dims"] = [64, "x"]
+    with pytest.raises(ConfigError, match=r"^model\.actor\.hidden_dims\[1\]: "):
+        validate_config(cfg)
+    cfg = _plain(["model=rnn"])
+    cfg["model"]["critic"]["rnn_type"] = "transformer"
+    with pytest.raises(ConfigError, match=r"^model\.critic\.rnn_type: Invalid value 'transformer', expected one of "
+                                          r"\[gru, lstm\]"):
+        validate_config(cfg)
+    cfg = _plain(["extension=[rnd]"])
+    cfg["extension"]["rnd"]["num_outputs"] = "big"
+    with pytest.raises(ConfigError, match=r"^extension\.rnd\.num_outputs: "):
+        validate_config(cfg)
+    cfg = _plain([])
+    cfg["model"]["actor"]["distribution_cfg"]["init_std"] = "wide"
+    with pytest.raises(ConfigError, match=r"^model\.actor\.distribution_cfg\.init_std: "):
+        validate_config(cfg)
+
+
+def test_unknown_keys_are_refused_in_closed_sections():
+    cfg = _plain([])
+    cfg["algorithm"]["gama"] = 0.9
+    with pytest.raises(ConfigError, match=r"^algorithm\.gama: unknown key for PPO; valid keys: .*gamma"):
+        validate_config(cfg)
+    cfg = _plain([])
+    cfg["model"]["actor"]["hiden_dims"] = [3]
+    with pytest.raises(ConfigError, match=r"^model\.actor\.hiden_dims: unknown key for MLPModel"):
+        validate_config(cfg)
+    cfg = _plain([])
+    cfg["model"]["actor"]["activation"] = "swoosh"
+    with pytest.raises(ConfigError, match=r"^model\.actor\.activation: unknown value 'swoosh'"):
+        validate_config(cfg)
+
+
+def test_task_extras_and_documented_top_level_keys_are_allowed():
+    """A task file may add top-level keys (used by interpolation) and keys of its own inside task:."""
+    cfg = _plain(["+env_id=Pendulum-v1", "+num_envs=6", "task.num_envs=${num_envs}", "+task.viewer={eye:[1,2,3]}",
+                  "task.env.max_episode_length=50"])
+    typed, _ = validate_config(cfg)
+    assert typed["env_id"] == "Pendulum-v1" and typed["task"]["num_envs"] == 6
+    assert typed["task"]["viewer"] == {"eye": [1, 2, 3]}
+    assert typed["task"]["env"]["max_episode_length"] == 50
+
+
+def test_a_user_class_path_is_not_checked():
+    cfg = _plain([])
+    cfg["model"]["actor"] = {"class_name": "my_pkg.models:MyModel", "anything": 1}
+    typed, _ = validate_config(cfg)
+    assert typed["model"]["actor"] == {"class_name": "my_pkg.models:MyModel", "anything": 1}
+
+
+@pytest.mark.parametrize(("dataclass", "target"), [
+    (schema.PPOCfg, "rlcore.algorithms:PPO"),
+    (schema.DistillationCfg, "rlcore.algorithms:Distillation"),
+    (schema.MLPModelCfg, "rlcore.models:MLPModel"),
+    (schema.RNNModelCfg, "rlcore.models:RNNModel"),
+    (schema.CNNModelCfg, "rlcore.models:CNNModel"),
+    (schema.RNDCfg, "rlcore.extensions.rnd:RandomNetworkDistillation"),
+    (schema.SymmetryCfg, "rlcore.extensions.symmetry:Symmetry"),
+    (schema.GaussianDistributionCfg, "rlcore.modules.distribution:GaussianDistribution"),
+    (schema.HeteroscedasticGaussianDistributionCfg, "rlcore.modules.distribution:HeteroscedasticGaussianDistribution"),
+    (schema.BetaDistributionCfg, "rlcore.modules.distribution:BetaDistribution"),
+])
+def test_schema_matches_the_constructor(dataclass, target):
+    """Every schema field is a constructor argument with the same default (so defaults never change behaviour)."""
+    import importlib
+
+    module, name = target.split(":")
+    params = inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
+    factory_only = {"class_name", "share_cnn_encoders"}  # read by resolve_class / the factory, not the constructor
+    for f in fields(dataclass):
+        if f.name in factory_only:
+            continue
+        assert f.name in params, f"{dataclass.__name__}.{f.name} is not an argument of {name}"
+        default = f.default if f.default is not MISSING else f.default_factory()
+        default = getattr(default, "value", default)
+        expected = params[f.name].default
+        expected = list(expected) if isinstance(expected, tuple) else expected
+        assert default == expected, f"{dataclass.__name__}.{f.name}: schema default {default!r} vs {name} {expected!r}"
+
+
+def test_every_yaml_option_validates():
+    for model in MODELS:
+        for task in ("pendulum", "cartpole"):
+            for logger in ("tensorboard", "wandb", "none"):
+                validate_config(_plain([f"task={task}", f"model={model}", f"logger={logger}"]))
+
+
+def test_config_dir_is_found_from_a_checkout_and_from_an_install(tmp_path, monkeypatch):
+    import shutil
+    import sys
+
+    repo_conf = config_dir()
+    assert repo_conf.endswith("conf")
+    # an installed layout: rlcore has no conf/ beside it, the wheel put it under <prefix>/share/rlcore/conf
+    monkeypatch.setattr("rlcore.utils.cli.__file__", str(tmp_path / "site" / "rlcore" / "utils" / "cli.py"))
+    prefix = tmp_path / "prefix"
+    shutil.copytree(repo_conf, prefix / "share" / "rlcore" / "conf")
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    monkeypatch.setattr("sysconfig.get_paths", lambda *a, **k: {"data": str(prefix)})
+    assert config_dir() == str(prefix / "share" / "rlcore" / "conf")
+    monkeypatch.setenv("RLCORE_CONF_DIR", repo_conf)
+    assert config_dir() == repo_conf
+
+
+def test_the_combination_matrix():
+    """3 models x 2 algorithms x 4 extension sets: distillation takes no extension, symmetry no recurrent model."""
+    assert len(COMBINATIONS) == 24 and len(VALID) == 13 and len(INVALID) == 11
