@@ -232,13 +232,17 @@ class OnPolicyRunner:
         if resumed:
             self.current_learning_iteration = int(ckpt.get("iter", 0))
             self.fresh_start = False
-            if "rng_states" in ckpt:
-                set_rng_states(ckpt["rng_states"])
-            if "env_state" in ckpt and hasattr(self.env, "load_state_dict"):
-                self.env.load_state_dict(ckpt["env_state"])
-            for name, h in (ckpt.get("hidden_states") or {}).items():
-                if name in self.models and h is not None:
-                    self.models[name].reset(hidden_state=h)
+            # The checkpoint holds rank 0's RNG, env and recurrent state (only rank 0 writes). Other ranks keep
+            # their own freshly seeded (seed + rank) env and RNG, so their rollouts stay distinct after a
+            # distributed resume; rank 0 continues exactly.
+            if self.is_main:
+                if "rng_states" in ckpt:
+                    set_rng_states(ckpt["rng_states"])
+                if "env_state" in ckpt and hasattr(self.env, "load_state_dict"):
+                    self.env.load_state_dict(ckpt["env_state"])
+                for name, h in (ckpt.get("hidden_states") or {}).items():
+                    if name in self.models and h is not None:
+                        self.models[name].reset(hidden_state=h)
         self.alg.broadcast_parameters()
         return ckpt.get("infos")
 

@@ -91,6 +91,9 @@ class Go2Env(VecEnv):
 
         z = lambda *shape: torch.zeros(n, *shape, device=dev)  # noqa: E731
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        # Steps actually taken in the current episode. Unlike episode_length_buf (which runners may randomise
+        # at start so that time-outs spread out) it counts what the episode sums hold.
+        self.episode_steps = torch.zeros(n, dtype=torch.long, device=dev)
         self.actions, self.last_actions = z(12), z(12)
         self.last_dof_vel = z(12)
         self.commands, self.heading_target = z(3), z()
@@ -143,6 +146,7 @@ class Go2Env(VecEnv):
         self.sim.step(targets.detach().cpu().double().numpy())
         self._refresh_state()
         self.episode_length_buf += 1
+        self.episode_steps += 1
         self.common_step_counter += 1
 
         # Feet: contact (with the previous step, to smooth touch-sensor flicker) and air time.
@@ -221,12 +225,15 @@ class Go2Env(VecEnv):
     def _reset_envs(self, env_ids: torch.Tensor) -> None:
         """Reset only ``env_ids``: curriculum, physical variant, joint and base state, commands, buffers."""
         c, g, dev, k = self.cfg_task, self.generator, self.device, env_ids.numel()
-        steps = self.episode_length_buf[env_ids].clamp(min=1).float()
+        steps = self.episode_steps[env_ids]
+        ran = steps > 0  # envs reset before their first step (construction, reset()) have no episode to report
+        steps = steps.clamp(min=1).float()
         # Episode statistics (per second for rewards, per step for errors) before the buffers clear.
         for key, total in self.episode_sums.items():
             per = steps if key.endswith("_error") else steps * self.dt if key != "commanded_distance" else None
             value = total[env_ids] / per if per is not None else total[env_ids]
-            self._last_episode[key][env_ids] = value
+            last = self._last_episode[key]
+            last[env_ids] = torch.where(ran, value, last[env_ids])
             total[env_ids] = 0.0
         if hasattr(self, "base_pos"):
             walked = torch.norm(self.base_pos[env_ids, :2] - self.spawn_xy[env_ids], dim=1)
@@ -261,6 +268,7 @@ class Go2Env(VecEnv):
         self.last_contacts[env_ids] = False
         self.first_contact[env_ids] = False
         self.episode_length_buf[env_ids] = 0
+        self.episode_steps[env_ids] = 0
 
     def _resample_commands(self, env_ids: torch.Tensor) -> None:
         c, g, dev, k = self.cfg_task.commands, self.generator, self.device, env_ids.numel()
@@ -366,7 +374,7 @@ class Go2Env(VecEnv):
         self._renderer.update_scene(data, camera="track")
         return self._renderer.render().copy()
 
-    STATE_TENSORS = ("episode_length_buf", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
+    STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
                      "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy")
 
     def state_dict(self) -> dict:

@@ -42,6 +42,9 @@ def build_model(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjModel:
     spec.option.iterations = cfg.sim.solver_iterations
     spec.option.ls_iterations = cfg.sim.solver_ls_iterations
     spec.option.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+    # A high impratio makes friction nearly hard (as in MuJoCo Menagerie's Go2): with the default of 1 the
+    # soft pyramidal friction lets standing feet creep outward and the robot slowly does the splits.
+    spec.option.impratio = 100.0
     spec.visual.global_.offwidth = 1280
     spec.visual.global_.offheight = 720
     world = spec.worldbody

@@ -5,7 +5,7 @@ The rough terrain is a grid of ``num_levels x num_cols`` square tiles. Row ``l``
 bumps, stairs up and down, random bumps). Each env lives on one tile (``levels``, ``cols``); the MuJoCo
 envs are separate simulations, so robots never meet even when they share a tile. Heights are kept as a
 torch grid ``[rows (y), cols (x)]`` in the same layout MuJoCo's height field uses, so the height scan
-reads exactly the surface the robot stands on.
+reads exactly the surface the robot stands on (same triangulation as MuJoCo's height field).
 """
 
 from __future__ import annotations
@@ -107,18 +107,26 @@ class Terrain:
         return torch.cat([xy, self.height_at(xy).unsqueeze(-1)], dim=-1)
 
     def height_at(self, xy: torch.Tensor) -> torch.Tensor:
-        """Terrain height under world points ``xy [..., 2]`` (bilinear in the grid), shape ``[...]``."""
+        """Terrain height under world points ``xy [..., 2]``, shape ``[...]``.
+
+        Interpolates exactly as MuJoCo triangulates a height field: each cell is split along its diagonal
+        from ``(x0, y0)`` to ``(x0 + 1, y0 + 1)``, and the height is linear on each triangle. Points beyond
+        the field take the height of its nearest edge.
+        """
         if self.is_flat:
             return torch.zeros(xy.shape[:-1], device=xy.device)
         rows, cols = self.heights.shape
-        gx = (xy[..., 0] / self.hscale).clamp(0, cols - 1.000001)
-        gy = (xy[..., 1] / self.hscale).clamp(0, rows - 1.000001)
-        x0, y0 = gx.floor().long(), gy.floor().long()
+        gx = (xy[..., 0] / self.hscale).clamp(0, cols - 1)
+        gy = (xy[..., 1] / self.hscale).clamp(0, rows - 1)
+        x0 = gx.floor().long().clamp(0, cols - 2)
+        y0 = gy.floor().long().clamp(0, rows - 2)
         fx, fy = gx - x0, gy - y0
         h = self.heights
         h00, h01 = h[y0, x0], h[y0, x0 + 1]
         h10, h11 = h[y0 + 1, x0], h[y0 + 1, x0 + 1]
-        return (h00 * (1 - fx) + h01 * fx) * (1 - fy) + (h10 * (1 - fx) + h11 * fx) * fy
+        lower = h00 + fx * (h01 - h00) + fy * (h11 - h01)  # triangle (x0,y0) (x0+1,y0) (x0+1,y0+1): fx >= fy
+        upper = h00 + fy * (h10 - h00) + fx * (h11 - h10)  # triangle (x0,y0) (x0,y0+1) (x0+1,y0+1): fx < fy
+        return torch.where(fx >= fy, lower, upper)
 
     def hfield_geometry(self) -> tuple[np.ndarray, tuple[float, float, float, float], tuple[float, float, float]]:
         """MuJoCo height-field data (normalised to [0, 1]), its ``size`` and the geom position."""
