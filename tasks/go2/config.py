@@ -66,20 +66,20 @@ class RewardsCfg:
             "ang_vel_xy": -0.05,
             "orientation": -1.0,
             "base_height": -10.0,
-            "torques": -0.0002,
+            "torques": -1.0e-4,
             "dof_vel": 0.0,
             "dof_acc": -2.5e-7,
             "action_rate": -0.01,
             "feet_air_time": 1.0,
             "collision": -1.0,
-            "dof_pos_limits": -10.0,
+            "dof_pos_limits": -2.0,
             "termination": 0.0,
         }
     )
     tracking_sigma: float = 0.25
     base_height_target: float = 0.30
     soft_dof_pos_limit: float = 0.9  # fraction of the joint range before the limit penalty starts
-    feet_air_time_target: float = 0.5  # [s]
+    feet_air_time_target: float = 0.3  # [s] (legged_gym: 0.5; shorter steps suit the small Go2 and learn faster)
     contact_threshold: float = 1.0  # [N] normal force that counts as contact
     only_positive_rewards: bool = True  # clip the total at 0 (legged_gym): avoids learning to die early
 

@@ -311,15 +311,15 @@ TERM_VALUES = {
     "dof_vel": [3.0, 0.0, 0.0],  # 12 x 0.25
     "dof_acc": [1200.0, 300.0, 300.0],  # 12 x (0.2 / 0.02)^2, 12 x (0.1 / 0.02)^2
     "action_rate": [1.08, 12.0, 12.0],  # 12 x 0.3^2, 12 x 1
-    # A: (0.8 - 0.5) + (0.3 - 0.5) over the two feet touching down = 0.1; B: command 0 -> 0
-    "feet_air_time": [0.1, 0.0, 0.0],
+    # A: (0.8 - 0.3) + (0.3 - 0.3) over the two feet touching down (target 0.3 s) = 0.5; B: command 0 -> 0
+    "feet_air_time": [0.5, 0.0, 0.0],
     "collision": [0.0, 8.0, 8.0],  # A: 0.05 and 0.1 are not > 0.1
     "dof_pos_limits": [0.0, 0.129067, 0.129067],  # 0.05752 + 0.071547
     "termination": [0.0, 1.0, 0.0],
 }
 WEIGHTS = {"tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
-           "orientation": -1.0, "base_height": -10.0, "torques": -0.0002, "dof_vel": 0.0, "dof_acc": -2.5e-7,
-           "action_rate": -0.01, "feet_air_time": 1.0, "collision": -1.0, "dof_pos_limits": -10.0,
+           "orientation": -1.0, "base_height": -10.0, "torques": -1.0e-4, "dof_vel": 0.0, "dof_acc": -2.5e-7,
+           "action_rate": -0.01, "feet_air_time": 1.0, "collision": -1.0, "dof_pos_limits": -2.0,
            "termination": 0.0}
 
 
@@ -346,8 +346,8 @@ def test_total_reward_weights_times_dt_clip_then_termination():
             setattr(env, key, value)
     assert close(env.soft_dof_limits, state.soft_dof_limits, atol=2e-6)
     raw = [sum(weights[k] * DT * TERM_VALUES[k][i] for k in weights if k != "termination") for i in range(3)]
-    # A: (0.551819 - 0.02 - 0.0065 - 0.05 - 0.025 - 0.0028 - 0.0003 - 0.0108 + 0.1) x 0.02 = 0.536419 x 0.02
-    assert raw[0] == pytest.approx(0.536419 * DT, abs=1e-7) and raw[1] < 0 and raw[2] < 0
+    # A: (0.551819 - 0.02 - 0.0065 - 0.05 - 0.025 - 0.0014 - 0.0003 - 0.0108 + 0.5) x 0.02 = 0.937819 x 0.02
+    assert raw[0] == pytest.approx(0.937819 * DT, abs=1e-7) and raw[1] < 0 and raw[2] < 0
     total = env._compute_rewards()
     # Clip at 0 first, then the termination penalty: A unchanged, B = 0 - 100 x 0.02, C = 0.
     assert close(total, [raw[0], -2.0, 0.0], atol=1e-6)
