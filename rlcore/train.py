@@ -284,14 +284,16 @@ def _finish_distributed() -> None:
 
 
 def _remove_empty_run_dir(path: str | None) -> None:
-    """Remove a run directory that a failed start left with nothing but Hydra's bookkeeping."""
+    """Remove a run directory that a failed start left with nothing but Hydra's bookkeeping.
+
+    ``train.log`` only ever holds third-party ``logging`` records (rlcore prints, it does not log), e.g. the
+    INFO line PyOpenGL emits when a MuJoCo task imports it, so a non-empty one does not make the run real.
+    """
     import shutil
 
     if not path or not os.path.isdir(path):
         return
-    names = set(os.listdir(path))
-    log = os.path.join(path, "train.log")
-    if names <= {".hydra", "train.log"} and (not os.path.exists(log) or os.path.getsize(log) == 0):
+    if set(os.listdir(path)) <= {".hydra", "train.log"}:
         shutil.rmtree(path, ignore_errors=True)
 
 
