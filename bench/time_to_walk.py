@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> dict:
         smoothed = sum(recent) / len(recent)
         print(f"[time_to_walk] it={it:4d} wall={wall:7.1f}s env_steps={(it + 1) * steps_per_it:9d} "
               f"tracking_error={err:.3f} (last {len(recent)}: {smoothed:.3f}) "
-              f"collect={stats['collect_s']:.2f}s learn={stats['learn_s']:.2f}s", flush=True)
+              f"action_std={_action_std(runner):.2f} collect={stats['collect_s']:.2f}s learn={stats['learn_s']:.2f}s",
+              flush=True)
         result.update(minutes=wall / 60, env_steps=(it + 1) * steps_per_it, tracking_error=smoothed)
         if len(recent) == args.window and smoothed < args.threshold:
             result["reached"] = True
@@ -101,6 +102,14 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"time_to_walk: minutes={result.get('minutes', float('nan')):.2f} env_steps={result.get('env_steps', 0)} "
           f"tracking_error={result.get('tracking_error', float('nan')):.3f} reached={'yes' if result['reached'] else 'no'}")
     return result
+
+
+def _action_std(runner) -> float:
+    """Mean standard deviation of the policy's action distribution (exploration noise still in the rollouts)."""
+    dist = getattr(runner.alg.get_policy(), "distribution", None)
+    if not hasattr(dist, "current_std"):
+        return float("nan")
+    return float(dist.current_std().detach().float().mean())
 
 
 if __name__ == "__main__":

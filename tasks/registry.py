@@ -59,11 +59,29 @@ def _make_cartpole(**kwargs: Any) -> VecEnv:
 register_task("pendulum", _make_pendulum)
 register_task("cartpole", _make_cartpole)
 
-# Go2 (MuJoCo) goes here once tasks/go2 exists, with the import inside the factory, e.g.:
-#
-# def _make_go2(**kwargs: Any) -> VecEnv:
-#     from tasks.go2 import Go2Env
-#
-#     return Go2Env(**kwargs)
-#
-# register_task("go2", _make_go2)
+
+def _make_gym(env_id: str = "Pendulum-v1", **kwargs: Any) -> VecEnv:
+    """Any registered Gymnasium id (``task=gym env_id=<id> num_envs=<n>``); kwargs go to ``GymnasiumVecEnv.make``."""
+    from rlcore.env import GymnasiumVecEnv
+
+    return GymnasiumVecEnv.make(env_id, **kwargs)
+
+
+register_task("gym", _make_gym)
+
+
+def _make_go2(**kwargs: Any) -> VecEnv:
+    from tasks.go2 import Go2Env
+
+    return Go2Env(**kwargs)
+
+
+def _make_go2_rough(**kwargs: Any) -> VecEnv:
+    from tasks.go2 import Go2Env
+
+    terrain = {"type": "rough", **kwargs.pop("terrain", {})}
+    return Go2Env(terrain=terrain, **kwargs)
+
+
+register_task("go2", _make_go2)
+register_task("go2_rough", _make_go2_rough)
