@@ -117,6 +117,11 @@ class ConsoleReport:
         eta = elapsed / done * (self.start + self.total - it - 1)
         fps = steps / max(collect_s + learn_s, 1e-9)
         loss_txt = "  ".join(f"{k} {v:.4g}" for k, v in losses.items())
+        # The task's own metrics (extras["log"], e.g. tracking errors, terrain level); reward terms stay in the logs.
+        env_txt = "  ".join(f"{k.removeprefix('Env/').removeprefix('metrics/')} {v:.4g}" for k, v in stats.items()
+                            if k.startswith("Env/") and not k.startswith("Env/reward/") and math.isfinite(v))
+        if env_txt:
+            loss_txt += f"\n    {env_txt}"
         self.console.print(
             f"[bold]it {it + 1}/{self.start + self.total}[/bold]  {fps:,.0f} steps/s  "
             f"(collect {collect_s:.2f}s, learn {learn_s:.2f}s)  "
