@@ -139,9 +139,13 @@ class Go2Env(VecEnv):
         return self._observe()
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Apply ``actions [N, 12]`` (joint-target offsets in units of ``action_scale``) for one control step."""
+        """Apply ``actions [N, 12]`` (joint-target offsets in units of ``action_scale``) for one control step.
+
+        Persistent buffers are updated in place, never rebound, so that stepping under ``torch.inference_mode``
+        (as runners do) leaves them ordinary tensors that a later reset or test may still modify.
+        """
         c = self.cfg_task
-        self.actions = actions.to(self.device, torch.float32).clamp(-c.control.clip_actions, c.control.clip_actions)
+        self.actions.copy_(actions.to(self.device, torch.float32).clamp(-c.control.clip_actions, c.control.clip_actions))
         targets = self.default_dof_pos + c.control.action_scale * self.actions
         self.sim.step(targets.detach().cpu().double().numpy())
         self._refresh_state()
@@ -152,8 +156,8 @@ class Go2Env(VecEnv):
         # Feet: contact (with the previous step, to smooth touch-sensor flicker) and air time.
         contact = self.foot_forces > c.rewards.contact_threshold
         contact_filt = contact | self.last_contacts
-        self.last_contacts = contact
-        self.first_contact = (self.feet_air_time > 0.0) & contact_filt
+        self.last_contacts.copy_(contact)
+        self.first_contact.copy_((self.feet_air_time > 0.0) & contact_filt)
         self.feet_air_time += self.dt
 
         # Terminal states and time-outs.
@@ -163,7 +167,7 @@ class Go2Env(VecEnv):
         if c.termination.base_contact:
             terminated |= self.base_contact_force > c.rewards.contact_threshold
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
-        self.terminated = terminated
+        self.terminated.copy_(terminated)
         dones = terminated | time_outs
 
         rewards = self._compute_rewards()
@@ -179,8 +183,8 @@ class Go2Env(VecEnv):
         self._update_heading_commands()
         self._push_robots()
 
-        self.last_actions = self.actions.clone()
-        self.last_dof_vel = self.dof_vel.clone()
+        self.last_actions.copy_(self.actions)
+        self.last_dof_vel.copy_(self.dof_vel)
         obs = self._observe()
         extras = {"time_outs": time_outs, "final_observations": final_obs, "log": self._log()}
         return obs, rewards, dones, extras
