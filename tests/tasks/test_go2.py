@@ -836,3 +836,16 @@ def test_short_training_improves_velocity_tracking():
           f"per iteration {[round(v, 3) for v in tracking]}")
     assert all(math.isfinite(v) for v in tracking[first_it + 1 :])
     assert last > first + LEARN_MARGIN, f"tracking {first:.3f} -> {last:.3f}"
+
+
+def test_stepping_under_inference_mode_leaves_buffers_modifiable():
+    """Runners step under torch.inference_mode; a reset or a command set afterwards (play, tests) must still work."""
+    env = make_env(num_envs=2)
+    with torch.inference_mode():
+        for _ in range(3):
+            env.step(torch.full((2, 12), 0.3))
+    assert not env.actions.is_inference() and not env.last_contacts.is_inference()
+    env.commands[:] = torch.tensor([0.5, 0.0, 0.0])  # would raise on an inference tensor
+    env.reset()
+    assert torch.equal(env.actions, torch.zeros(2, 12))
+    assert torch.equal(env.episode_length_buf, torch.zeros(2, dtype=torch.long))
