@@ -6,6 +6,16 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Tests share a small CPU with other work: one torch thread for the whole session, set before any
+    fixture trains anything, keeps them fast under contention and their results deterministic."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 # Per-env shapes of the observation groups used by the model tests.
 OBS_SHAPES: dict[str, tuple[int, ...]] = {
     "policy": (7,),

@@ -18,6 +18,7 @@ State tensors the reward terms read: ``base_pos``, ``base_quat`` (w, x, y, z), `
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -67,7 +68,7 @@ class Go2Env(VecEnv):
         self.device = torch.device(device)
         self.dt = c.sim.dt * c.sim.decimation
         self.max_episode_length = int(math.ceil(c.episode_length_s / self.dt))
-        self.cfg = {"num_envs": n, "seed": seed, **_asdict(c)}
+        self.cfg = {"num_envs": n, "seed": seed, **dataclasses.asdict(c)}
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(0 if seed is None else int(seed))
         dev = self.device
@@ -336,25 +337,24 @@ class Go2Env(VecEnv):
 
     def _observe(self) -> TensorDict:
         o = self.cfg_task.obs
-        s = o
         policy = torch.cat([
-            self._noise(self.base_ang_vel * s.ang_vel_scale, o.noise_ang_vel * s.ang_vel_scale),
+            self._noise(self.base_ang_vel * o.ang_vel_scale, o.noise_ang_vel * o.ang_vel_scale),
             self._noise(self.projected_gravity, o.noise_gravity),
             self.commands * self.command_scale,
-            self._noise((self.dof_pos - self.default_dof_pos) * s.dof_pos_scale, o.noise_dof_pos * s.dof_pos_scale),
-            self._noise(self.dof_vel * s.dof_vel_scale, o.noise_dof_vel * s.dof_vel_scale),
+            self._noise((self.dof_pos - self.default_dof_pos) * o.dof_pos_scale, o.noise_dof_pos * o.dof_pos_scale),
+            self._noise(self.dof_vel * o.dof_vel_scale, o.noise_dof_vel * o.dof_vel_scale),
             self.actions,
         ], dim=1).clamp(-o.clip, o.clip)
         variant = self.variant_params[torch.from_numpy(self.sim.env_variant).to(self.device)]  # friction, mass, strength
         privileged = torch.cat([
-            self.base_lin_vel * s.lin_vel_scale,
+            self.base_lin_vel * o.lin_vel_scale,
             variant,
             self.foot_forces / 100.0,
             self.push_vel,
         ], dim=1)
         terrain = self.terrain.height_at(self.height_scan_points())  # [N, H, W]
         rel = (self.base_pos[:, 2, None, None] - terrain - self.cfg_task.rewards.base_height_target).clamp(-1.0, 1.0)
-        scan = self._noise(rel * s.height_scale, o.noise_height * s.height_scale).unsqueeze(1)
+        scan = self._noise(rel * o.height_scale, o.noise_height * o.height_scale).unsqueeze(1)
         return TensorDict({"policy": policy, "privileged": privileged, "height_scan": scan},
                           batch_size=[self.num_envs], device=self.device)
 
@@ -416,12 +416,6 @@ class Go2Env(VecEnv):
 
     def close(self) -> None:
         self.sim.close()
-
-
-def _asdict(cfg: Go2Cfg) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(cfg)
 
 
 __all__ = ["Go2Env", "JOINT_NAMES", "quat_rotate_inverse", "yaw_of", "wrap_to_pi"]

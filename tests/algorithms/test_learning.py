@@ -61,15 +61,6 @@ RND_THRESHOLD = -300.0
 GAUSSIAN = {"class_name": "GaussianDistribution", "init_std": 1.0}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Deterministic and fair on shared CPUs: one torch thread for the whole module."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # ============================================================================ helpers
 def mlp(obs_normalization: bool = True, distribution: bool = False, hidden_dims=(64, 64)) -> dict:
     cfg = {"class_name": "MLPModel", "hidden_dims": list(hidden_dims), "obs_normalization": obs_normalization}

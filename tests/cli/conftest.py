@@ -3,17 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import torch
 from cli_helpers import TINY, check_ok, run_module
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """In-process commands share 2 CPU cores with the rest of the machine: keep torch to one thread."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="session")

@@ -7,10 +7,6 @@ import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """Adapter tests step small envs on shared CPUs: keep torch to one thread and seed it."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _seeded():
+    """Adapter tests sample policies and actions: seed torch for each (one thread is set in tests/conftest.py)."""
     torch.manual_seed(0)
-    yield
-    torch.set_num_threads(n)

@@ -79,14 +79,6 @@ def close(a: torch.Tensor, b, atol: float = 1e-5) -> bool:
     return torch.allclose(torch.as_tensor(a).double(), torch.as_tensor(b, dtype=torch.float64), atol=atol, rtol=0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # ============================================================================ contract, model
 def test_contract_shapes_and_model_constants():
     env = make_env(3)

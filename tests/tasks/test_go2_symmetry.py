@@ -28,14 +28,6 @@ QUIET = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def mirror_joints(v) -> np.ndarray:
     """Per-joint vector [..., 12] of the mirrored robot: the left leg takes the right leg's values and vice
     versa; hip (abduction, x axis) angles and rates change sign, thigh and calf (y axis) ones do not."""
