@@ -11,12 +11,25 @@ The config (a plain dict; Hydra configs resolve to the same dict) looks like::
 
 from __future__ import annotations
 
-
 from tensordict import TensorDict
 
 from rlcore.env import VecEnv
 from rlcore.storage import RolloutStorage
 from rlcore.utils.config import resolve_class, resolve_obs_groups
+
+
+def env_step_dt(env: VecEnv) -> float:
+    """The env's control step ``env.step_dt`` in seconds (also looked up on ``env.unwrapped``, as wrappers of
+    rsl_rl-style envs keep it there); a clear error when the env does not state it."""
+    for owner in (env, getattr(env, "unwrapped", None)):
+        dt = getattr(owner, "step_dt", None) if owner is not None else None
+        if dt is not None:
+            dt = float(dt)
+            if not dt > 0.0:
+                raise ValueError(f"{type(env).__name__}.step_dt must be a positive number of seconds, got {dt}.")
+            return dt
+    raise ValueError(f"RND needs the env's control step: set env.step_dt (seconds per env step) on "
+                     f"{type(env).__name__} or rnd_cfg.step_dt.")
 
 
 def _extension_cfgs(alg_cfg: dict, obs: TensorDict, obs_groups: dict, env: VecEnv) -> dict:
@@ -26,9 +39,11 @@ def _extension_cfgs(alg_cfg: dict, obs: TensorDict, obs_groups: dict, env: VecEn
         rnd_cfg = dict(rnd_cfg)
         rnd_cfg["obs_groups"] = list(obs_groups["rnd_state"])
         rnd_cfg["num_states"] = sum(int(obs[g].shape[-1]) for g in rnd_cfg["obs_groups"])
-        # Intrinsic-reward weight is per environment step: scale by the control period like rsl_rl.
-        dt = getattr(env, "step_dt", None) or getattr(env, "dt", None)
-        rnd_cfg.setdefault("step_dt", float(dt) if dt is not None else 1.0)
+        # The intrinsic-reward weight is per second of simulated time: RND scales it by the control period
+        # (seconds per env step), which every env states as ``step_dt``. No silent default: a wrong period
+        # would scale the bonus by orders of magnitude.
+        if rnd_cfg.get("step_dt") is None:
+            rnd_cfg["step_dt"] = env_step_dt(env)
         alg_cfg["rnd_cfg"] = rnd_cfg
     sym_cfg = alg_cfg.get("symmetry_cfg")
     if sym_cfg is not None:
@@ -86,4 +101,4 @@ def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
     return builder(obs, env, cfg, device)
 
 
-__all__ = ["construct_algorithm", "construct_distillation", "construct_ppo"]
+__all__ = ["construct_algorithm", "construct_distillation", "construct_ppo", "env_step_dt"]

@@ -23,9 +23,10 @@ from tensordict import TensorDict
 
 from rlcore.env import VecEnv
 from rlcore.models import MLPModel
-from rlcore.modules import EmpiricalDiscountedVariationNormalization
+from rlcore.modules import EmpiricalDiscountedVariationNormalization, HiddenState
 from rlcore.storage import RolloutStorage
-from rlcore.utils.distributed import all_reduce_mean_grads, broadcast_tensors, is_distributed
+from rlcore.utils.distributed import (all_reduce_mean, all_reduce_mean_grads, broadcast_tensors, is_distributed,
+                                      pooled_moments)
 
 LR_MIN, LR_MAX = 1e-5, 1e-2
 """Bounds of the adaptive-KL learning rate."""
@@ -44,7 +45,9 @@ class PPO:
         gamma, lam: discount and GAE lambda.
         value_loss_coef, entropy_coef: loss weights.
         learning_rate: initial learning rate.
-        max_grad_norm: global gradient-norm clip.
+        max_grad_norm: bound on the gradient norm, applied to the actor and to the critic separately (as rsl_rl).
+        clip_gradients_jointly: clip the joint norm of actor and critic gradients instead (rlcore's former
+            behaviour): the critic's usually much larger gradient then shrinks the actor's step too.
         optimizer: "adam", "adamw", "sgd" or "rmsprop".
         use_clipped_value_loss: clip V around the rollout's value like the policy ratio.
         schedule: "adaptive" (KL-driven learning rate) or "fixed".
@@ -91,6 +94,7 @@ class PPO:
         symmetry_cfg: dict | None = None,
         multi_gpu_cfg: dict | None = None,
         grad_reduce_bucket_mb: float = 25.0,
+        clip_gradients_jointly: bool = False,
     ) -> None:
         if schedule not in ("adaptive", "fixed"):
             raise ValueError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
@@ -102,6 +106,7 @@ class PPO:
         self.clip_param, self.gamma, self.lam = clip_param, gamma, lam
         self.value_loss_coef, self.entropy_coef = value_loss_coef, entropy_coef
         self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
+        self.clip_gradients_jointly = bool(clip_gradients_jointly)
         self.use_clipped_value_loss, self.schedule, self.desired_kl = use_clipped_value_loss, schedule, desired_kl
         self.normalize_advantage_per_mini_batch = normalize_advantage_per_mini_batch
         self.reshuffle_each_epoch = reshuffle_each_epoch
@@ -144,13 +149,18 @@ class PPO:
     def act(self, obs: TensorDict) -> torch.Tensor:
         """Sample actions ``[N, A]`` for observations ``obs`` and record what the update will need."""
         t = self.transition
-        if self.is_recurrent:  # the state *entering* this step, so updates can replay from trajectory starts
-            t.hidden_states = (self.actor.get_hidden_state(), self.critic.get_hidden_state())
+        # Recurrent models: the state *entering* this step, so updates can replay from trajectory starts.
+        states_in = (self.actor.get_hidden_state(), self.critic.get_hidden_state()) if self.is_recurrent else None
         t.actions = self.actor(obs, stochastic_output=True)
         t.actions_log_prob = self.actor.get_output_log_prob(t.actions)
         t.distribution_params = self.actor.output_distribution_params
         t.values = self.critic(obs)
         t.observations = obs
+        if states_in is not None:
+            # A model that has not run yet has no state (None = zeros): store explicit zeros shaped like the
+            # state it has now, so even a rollout of one step has hidden states to replay from.
+            t.hidden_states = tuple(_zeros_like_state(model.get_hidden_state()) if h is None else h
+                                    for h, model in zip(states_in, (self.actor, self.critic)))
         return t.actions
 
     def process_env_step(
@@ -165,10 +175,11 @@ class PPO:
         """
         t = self.transition
         rewards = rewards.float()
+        # Reward normalisers pool their statistics over ranks, so every rank scales rewards alike.
         if self.reward_normalizer is not None:
-            rewards = self.reward_normalizer(rewards, dones)
+            rewards = self.reward_normalizer(rewards, dones, sync=self.is_multi_gpu)
         if self.rnd is not None:  # exploration bonus; kept for logging
-            self.intrinsic_rewards = self.rnd.get_intrinsic_reward(obs)
+            self.intrinsic_rewards = self.rnd.get_intrinsic_reward(obs, sync=self.is_multi_gpu)
             rewards = rewards + self.intrinsic_rewards
         time_outs = extras.get("time_outs")
         if time_outs is not None:
@@ -267,9 +278,12 @@ class PPO:
                 new_params = tuple(p[:n_orig] for p in new_params)
 
             # Adaptive learning rate: shrink it when the policy moved too far (KL > 2 kl*), grow it when
-            # it barely moved (KL < kl*/2). Rank 0 decides; every rank applies the same value.
+            # it barely moved (KL < kl*/2). The KL is the mean over all ranks' mini-batches (and logged so);
+            # rank 0 decides and every rank applies the same value.
             with torch.no_grad():
                 kl_mean = self.actor.get_kl_divergence(old_params, new_params).mean()
+                if self.is_multi_gpu:
+                    all_reduce_mean(kl_mean)
             if self.schedule == "adaptive" and self.desired_kl is not None:
                 self._adapt_learning_rate(kl_mean)
 
@@ -293,15 +307,21 @@ class PPO:
                 loss = loss + self.symmetry.mirror_loss_coeff * mirror_loss
                 sums["symmetry"] += mirror_loss.item()
 
+            # Gradient step: average gradients over ranks, then bound ||g_actor|| and ||g_critic|| by
+            # max_grad_norm each (g <- g * min(1, max_grad_norm / ||g||)), or their joint norm if so configured.
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if self.is_multi_gpu:
                 all_reduce_mean_grads(self._params(), self.grad_reduce_bucket_mb)
-            nn.utils.clip_grad_norm_(self._params(), self.max_grad_norm)
+            if self.clip_gradients_jointly:
+                nn.utils.clip_grad_norm_(self._params(), self.max_grad_norm)
+            else:
+                clip_grad_norm_per_model([self.actor, self.critic], self.max_grad_norm)
             self.optimizer.step()
 
+            # RND predictor: one step on the mini-batch's real transitions (recurrent batches are padded).
             if self.rnd is not None:
-                sums["rnd"] += self.rnd.train_step(batch.observations, multi_gpu=self.is_multi_gpu)
+                sums["rnd"] += self.rnd.train_step(batch.observations, multi_gpu=self.is_multi_gpu, masks=batch.masks)
 
             sums["value"] += value_loss.item()
             sums["surrogate"] += surrogate_loss.item()
@@ -395,9 +415,13 @@ class PPO:
         return all(cfg.values())
 
     def broadcast_parameters(self) -> None:
-        """Copy rank 0's parameters and buffers (normalisers included) to every rank."""
-        modules = [self.actor, self.critic] + ([self.rnd] if self.rnd is not None else [])
-        broadcast_tensors(t for m in modules for t in m.state_dict().values())
+        """Copy rank 0's parameters and buffers (observation and reward normalisers included) to every rank.
+
+        The reward normalisers' running discounted returns are per env, hence per rank, and stay local.
+        """
+        modules = [self.actor, self.critic, self.reward_normalizer, self.rnd]
+        broadcast_tensors(t for m in modules if m is not None for k, t in m.state_dict().items()
+                          if not k.endswith("disc_return"))
 
     def reduce_parameters(self) -> None:
         """Average gradients over ranks (called after backward in distributed runs)."""
@@ -413,15 +437,52 @@ class PPO:
 
 
 def _normalize(x: torch.Tensor) -> torch.Tensor:
-    """Zero mean, unit std over all elements (pooled over ranks when distributed)."""
-    if is_distributed():
-        from rlcore.utils.distributed import all_reduce_sum
+    """Zero mean, unit std over all elements: ``(x - mean) / (std + 1e-8)``.
 
-        stats = all_reduce_sum(torch.stack([x.sum(), x.square().sum(), torch.tensor(float(x.numel()), device=x.device)]))
-        mean = stats[0] / stats[2]
-        std = (stats[1] / stats[2] - mean.square()).clamp(min=0.0).sqrt()
-        return (x - mean) / (std + 1e-8)
+    Distributed: mean and std are those of all ranks' elements together (merged around the global mean in
+    float64, see :func:`pooled_moments`), so the advantages of all ranks jointly have mean 0 and std 1.
+    """
+    if is_distributed():
+        mean, var, n = pooled_moments(x.reshape(-1, 1))
+        std = (var * n / max(n - 1, 1)).sqrt()  # unbiased, like torch.std in a single process
+        return ((x.double() - mean) / (std + 1e-8)).to(x.dtype)
     return (x - x.mean()) / (x.std() + 1e-8)
+
+
+def clip_grad_norm_per_model(models: list[nn.Module], max_norm: float) -> list[torch.Tensor]:
+    """Bound each model's gradient norm by ``max_norm`` separately (rsl_rl clips actor and critic this way).
+
+    Model ``m`` with gradient ``g_m`` (all its parameters) gets the factor ``c_m = min(1, max_norm / (||g_m|| +
+    1e-6))``, the formula of ``torch.nn.utils.clip_grad_norm_``. A parameter shared by several models (a CNN
+    encoder shared by actor and critic) is scaled once, by the smallest factor of the models holding it, so every
+    model's norm ends within the bound and the result does not depend on the models' order. (rsl_rl calls
+    ``clip_grad_norm_`` on each model in turn: a shared encoder is scaled twice, and the critic's norm is measured
+    after the actor's clip.) Without sharing, both give the same gradients.
+
+    Returns:
+        The norms ``||g_m||`` before clipping (0-dim tensors, no host sync).
+    """
+    params = [[p for p in m.parameters() if p.grad is not None] for m in models]
+    norms, factors = [], {}
+    for group in params:
+        if not group:
+            norms.append(torch.zeros(()))
+            continue
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad.detach()) for p in group]))
+        coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+        norms.append(norm)
+        for p in group:
+            factors[p] = coef if p not in factors else torch.minimum(factors[p], coef)
+    for p, coef in factors.items():
+        p.grad.detach().mul_(coef.to(p.grad.dtype))
+    return norms
+
+
+def _zeros_like_state(state: HiddenState) -> HiddenState:
+    """Zeros shaped like a recurrent state (a tensor, or an LSTM's ``(h, c)`` tuple)."""
+    if isinstance(state, tuple):
+        return tuple(torch.zeros_like(s) for s in state)  # type: ignore[return-value]
+    return None if state is None else torch.zeros_like(state)
 
 
 def _unique_params(*modules: nn.Module) -> list[nn.Parameter]:

@@ -85,6 +85,8 @@ class GymnasiumVecEnv(VecEnv):
         rescale_actions: map the policy's ``[-1, 1]`` onto ``[low, high]``.
         max_episode_length: the adapter's own time limit (default: the env's ``max_episode_steps``).
         channels_last: 3-D observation boxes are ``H x W x C`` (transposed to ``C x H x W``).
+        step_dt: seconds per env step; default: ``dt`` of the unwrapped sub-env (MuJoCo envs, Pendulum), else
+            ``1 / metadata["render_fps"]``, else ``None`` (then RND refuses to start and asks for it).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class GymnasiumVecEnv(VecEnv):
         rescale_actions: bool = True,
         max_episode_length: int | None = None,
         channels_last: bool = True,
+        step_dt: float | None = None,
     ) -> None:
         gym = import_gymnasium()
         from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv as GymVectorEnv
@@ -119,6 +122,7 @@ class GymnasiumVecEnv(VecEnv):
         self._obs_plan = self._plan_observations(env.single_observation_space, obs_group)
         self._setup_actions(env.single_action_space)
         self.max_episode_length = int(max_episode_length) if max_episode_length is not None else _max_steps(env)
+        self.step_dt: float | None = float(step_dt) if step_dt is not None else _step_dt(env)
         spec = getattr(env, "spec", None)
         self.cfg: dict = {
             "env_id": getattr(spec, "id", None),
@@ -128,6 +132,7 @@ class GymnasiumVecEnv(VecEnv):
             "autoreset_mode": self.autoreset_mode.value,
             "max_episode_length": self.max_episode_length,
             "rescale_actions": self.rescale_actions,
+            "step_dt": self.step_dt,
         }
 
         n = self.num_envs
@@ -328,6 +333,25 @@ class GymnasiumVecEnv(VecEnv):
     def close(self) -> None:
         """Close the vector env (and its worker processes)."""
         self.env.close()
+
+
+def _step_dt(env) -> float | None:
+    """Seconds per step of the sub-envs: ``dt`` of the unwrapped sub-env, else ``1 / metadata["render_fps"]``,
+    else None.
+
+    The sub-env is asked first whether it has ``dt`` (``has_wrapper_attr``): asking an ``AsyncVectorEnv`` for a
+    missing attribute directly would shut its workers down.
+    """
+    dt = None
+    try:
+        if env.call("has_wrapper_attr", "dt")[0]:
+            dt = env.get_attr("dt")[0]
+    except Exception:  # noqa: BLE001 - a vector env without sub-env calls (vector entry points)
+        dt = None
+    if isinstance(dt, (int, float)) and dt > 0:
+        return float(dt)
+    fps = (getattr(env, "metadata", None) or {}).get("render_fps")
+    return 1.0 / float(fps) if fps else None
 
 
 def _max_steps(env) -> int:

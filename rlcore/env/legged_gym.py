@@ -48,10 +48,11 @@ class LeggedGymVecEnv(VecEnv):
         env: the legged_gym environment (e.g. from ``task_registry.make_env(...)``).
         reset: call ``env.reset()`` once now, as rsl_rl 1.0.2's runner did, so the first observations are valid.
         policy_group / critic_group: names of the two observation groups.
+        step_dt: seconds per env step; default: the env's own ``dt`` (``decimation * sim.dt`` in legged_gym).
     """
 
     def __init__(self, env: Any, reset: bool = True, policy_group: str = "policy",
-                 critic_group: str = "critic") -> None:
+                 critic_group: str = "critic", step_dt: float | None = None) -> None:
         missing = [name for name in ("num_envs", "num_actions", "max_episode_length", "episode_length_buf",
                                      "get_observations", "get_privileged_observations", "step", "reset")
                    if not hasattr(env, name)]
@@ -63,6 +64,8 @@ class LeggedGymVecEnv(VecEnv):
         self.num_actions = int(env.num_actions)
         self.device = torch.device(getattr(env, "device", "cpu"))
         self.cfg = getattr(env, "cfg", {})
+        dt = step_dt if step_dt is not None else getattr(env, "dt", None)
+        self.step_dt: float | None = None if dt is None else float(dt)
         self.policy_group, self.critic_group = policy_group, critic_group
         if reset:
             env.reset()

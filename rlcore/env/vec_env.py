@@ -1,7 +1,8 @@
 """The vectorised-environment contract every rlcore algorithm and runner talks to.
 
 It is the rsl_rl 5.x contract, so environments written for rsl_rl (Isaac Lab, mjlab, MuJoCo Playground
-wrappers) plug in unchanged, plus one optional rlcore addition: ``extras["final_observations"]``.
+wrappers) plug in unchanged, plus one optional rlcore addition: ``extras["final_observations"]``, and one
+attribute that rsl_rl reads from ``env.unwrapped``: ``step_dt``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class VecEnv(ABC):
             randomise it once at start so that time-outs do not all happen on the same step.
         device: device of every tensor the env returns.
         cfg: the env's configuration (dict or object); runners store it with checkpoints.
+        step_dt: seconds of simulated time per ``step`` (the control period). The RND extension scales its
+            bonus by it and refuses to start without it (Isaac Lab keeps it on ``env.unwrapped.step_dt``,
+            which is read too).
 
     Observations are a ``TensorDict`` of batch size ``[N]`` whose entries are observation *groups*:
     1D groups ``[N, D]`` and 2D groups ``[N, C, H, W]``.
@@ -45,6 +49,7 @@ class VecEnv(ABC):
     episode_length_buf: torch.Tensor
     device: torch.device | str
     cfg: dict | object
+    step_dt: float
 
     @abstractmethod
     def get_observations(self) -> TensorDict:

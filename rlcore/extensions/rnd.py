@@ -60,7 +60,7 @@ class RandomNetworkDistillation(nn.Module):
             ``final_step``, constant after). Steps count :meth:`get_intrinsic_reward` calls (env steps).
             ``final_value`` is scaled by ``step_dt`` like ``weight``.
         learning_rate: Adam learning rate of the predictor.
-        step_dt: control period of the environment [s].
+        step_dt: control period of the environment [s] (required; the factory takes it from ``env.step_dt``).
         device: torch device.
     """
 
@@ -77,7 +77,7 @@ class RandomNetworkDistillation(nn.Module):
         reward_normalization: bool = False,
         weight_schedule: Mapping[str, Any] | None = None,
         learning_rate: float = 1e-3,
-        step_dt: float = 1.0,
+        step_dt: float | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         super().__init__()
@@ -89,6 +89,9 @@ class RandomNetworkDistillation(nn.Module):
         self.num_states = int(num_states)
         self.num_outputs = int(num_outputs)
         self.initial_weight = float(weight)
+        if step_dt is None or not float(step_dt) > 0.0:
+            raise ValueError(f"RND needs the env's control step (got step_dt={step_dt!r}): set env.step_dt (seconds "
+                             "per env step) or rnd_cfg.step_dt.")
         self.step_dt = float(step_dt)
         self.learning_rate = float(learning_rate)
         self.device = device
@@ -169,29 +172,40 @@ class RandomNetworkDistillation(nn.Module):
         return self.prediction_error(obs)
 
     @torch.no_grad()
-    def get_intrinsic_reward(self, obs: TensorDict) -> torch.Tensor:
-        """Intrinsic reward ``[N]`` of one environment step; advances the weight schedule by one step."""
+    def get_intrinsic_reward(self, obs: TensorDict, sync: bool = False) -> torch.Tensor:
+        """Intrinsic reward ``[N]`` of one environment step; advances the weight schedule by one step.
+
+        With ``sync`` (distributed runs) the reward normaliser pools its statistics over all ranks.
+        """
         self.update_counter += 1
         self.step_count.fill_(self.update_counter)
         error = self.prediction_error(obs)
         if self.reward_normalization:
-            error = self.reward_normalizer(error)
+            error = self.reward_normalizer(error, sync=sync)
         return (self.weight * self.step_dt) * error
 
     # ------------------------------------------------------------------ learning
-    def compute_loss(self, obs: TensorDict) -> torch.Tensor:
-        """``MSE(predictor(x), target(x))`` over a batch with any leading dims (statistics unchanged)."""
+    def compute_loss(self, obs: TensorDict, masks: torch.Tensor | None = None) -> torch.Tensor:
+        """``MSE(predictor(x), target(x))`` over a batch with any leading dims (statistics unchanged).
+
+        ``masks`` (same leading dims as ``obs``, e.g. ``[T, K]`` of a recurrent mini-batch) marks the real
+        transitions: padding rows (mask false) are left out, so the predictor never learns the zero state.
+        """
+        states = self.get_rnd_state(obs)
+        if masks is not None:
+            states = states[masks.reshape(states.shape[:-1]).bool()]  # [n_valid, D]
         with torch.no_grad():
-            x = self.state_normalizer(self.get_rnd_state(obs).reshape(-1, self.num_states))
+            x = self.state_normalizer(states.reshape(-1, self.num_states))
             target = self.target(x)
         return F.mse_loss(self.predictor(x), target)
 
-    def train_step(self, obs: TensorDict, multi_gpu: bool = False) -> float:
-        """One Adam step of the predictor on a mini-batch (``[B]`` or padded ``[T, K]``); returns the loss.
+    def train_step(self, obs: TensorDict, multi_gpu: bool = False, masks: torch.Tensor | None = None) -> float:
+        """One Adam step of the predictor on a mini-batch (``[B]``, or padded ``[T, K]`` with its ``masks``);
+        returns the loss.
 
         With ``multi_gpu`` the predictor's gradients are averaged over ranks before the step.
         """
-        loss = self.compute_loss(obs)
+        loss = self.compute_loss(obs, masks)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if multi_gpu:

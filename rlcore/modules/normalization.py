@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from rlcore.utils.distributed import all_reduce_sum, is_distributed
+from rlcore.utils.distributed import is_distributed, pooled_moments
 
 
 class EmpiricalNormalization(nn.Module):
@@ -59,31 +59,25 @@ class EmpiricalNormalization(nn.Module):
         """Merge the statistics of a batch ``[B, *shape]`` (any leading dims are flattened into B).
 
         With ``sync=True`` in a distributed run, the batch statistics are pooled over all ranks first
-        (count, mean and variance all-reduced), so every rank's normaliser stays identical.
+        (:func:`~rlcore.utils.distributed.pooled_moments`: each rank's count, mean and squared deviations
+        around its own mean, merged in float64 around the global mean), so every rank's normaliser stays
+        identical and equals what the concatenated data of all ranks would give.
         """
         if not self.training:
             return
         if self.until is not None and int(self.count) >= self.until:
             return
-        x = x.reshape(-1, *self._mean.shape[1:]).to(self._mean.dtype)
-        if x.shape[0] == 0 and not (sync and is_distributed()):
-            return
+        x = x.reshape(-1, *self._mean.shape[1:])
         if sync and is_distributed():
-            moments = torch.stack([x.sum(0), x.square().sum(0)])
-            n_t = torch.tensor([float(x.shape[0])], device=x.device)
-            all_reduce_sum(moments)
-            all_reduce_sum(n_t)
-            n = int(n_t.item())
-            batch_mean = (moments[0] / n).unsqueeze(0)
-            batch_var = (moments[1] / n).unsqueeze(0) - batch_mean.square()
-            batch_var.clamp_(min=0.0)
-        else:
-            n = x.shape[0]
-            batch_mean = x.mean(dim=0, keepdim=True)
-            batch_var = x.var(dim=0, unbiased=False, keepdim=True)
-        if n == 0:  # every rank's batch was empty
+            batch_mean, batch_var, n = pooled_moments(x)  # float64, identical on every rank
+            if n == 0:  # every rank's batch was empty
+                return
+            self.merge(batch_mean.unsqueeze(0).to(self._mean.dtype), batch_var.unsqueeze(0).to(self._var.dtype), n)
             return
-        self.merge(batch_mean, batch_var, n)
+        if x.shape[0] == 0:
+            return
+        x = x.to(self._mean.dtype)
+        self.merge(x.mean(dim=0, keepdim=True), x.var(dim=0, unbiased=False, keepdim=True), x.shape[0])
 
     @torch.jit.unused
     @torch.no_grad()
@@ -128,14 +122,19 @@ class EmpiricalDiscountedVariationNormalization(nn.Module):
             self.disc_return = state_dict[key].detach().clone().to(self.emp_norm._mean.device)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def forward(self, rew: torch.Tensor, dones: torch.Tensor | None = None) -> torch.Tensor:
-        """Scale rewards ``[N]`` (updating the running return while training)."""
+    def forward(self, rew: torch.Tensor, dones: torch.Tensor | None = None, sync: bool = False) -> torch.Tensor:
+        """Scale rewards ``[N]`` (updating the running return while training).
+
+        With ``sync=True`` in a distributed run the return statistics are pooled over all ranks at every call
+        (one small collective per env step), so every rank divides by the same std: that of all ranks'
+        returns together. The running return itself stays per env, hence per rank.
+        """
         if self.training:
             with torch.no_grad():
                 if self.disc_return.shape != rew.shape:
                     self.disc_return = torch.zeros_like(rew)
                 self.disc_return.mul_(self.gamma).add_(rew)
-                self.emp_norm.update(self.disc_return)
+                self.emp_norm.update(self.disc_return, sync=sync)
                 if dones is not None:
                     self.disc_return.mul_(~dones.bool().reshape(rew.shape))
         return rew / (self.emp_norm._std + self.emp_norm.eps)

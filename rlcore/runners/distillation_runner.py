@@ -9,7 +9,9 @@ class DistillationRunner(OnPolicyRunner):
     """Trains a student from a frozen teacher.
 
     Load the teacher before ``learn``: ``runner.load(ppo_checkpoint)`` puts the PPO actor's weights into
-    the teacher (a distillation checkpoint resumes student, teacher and optimiser instead).
+    the teacher (a distillation checkpoint resumes student, teacher and optimiser instead). The teacher's
+    observation groups must be the checkpoint's actor groups, by name and in order: groups of equal sizes
+    in another order would load without a shape error and feed the teacher the wrong inputs.
     """
 
     default_algorithm = "Distillation"
@@ -20,3 +22,23 @@ class DistillationRunner(OnPolicyRunner):
                 "Distillation needs a trained teacher: call runner.load(<PPO checkpoint>) before learn() "
                 "(command line: algorithm=distillation teacher=<path to model_<it>.pt>)."
             )
+
+    def _check_compatible(self, ckpt: dict, path: str) -> None:
+        super()._check_compatible(ckpt, path)
+        is_ppo = "actor_state_dict" in ckpt and "student_state_dict" not in ckpt
+        saved = checkpoint_obs_groups(ckpt).get("actor" if is_ppo else "teacher")
+        own = (self.cfg.get("obs_groups") or {}).get("teacher")
+        if saved is None or own is None:  # e.g. a checkpoint written by rsl_rl: nothing to compare
+            return
+        if list(saved) != list(own):
+            source = "its PPO actor" if is_ppo else "its teacher"
+            raise ValueError(f"Checkpoint '{path}': {source} was trained on observation groups {list(saved)}, but "
+                             f"obs_groups['teacher'] is {list(own)}; set obs_groups['teacher'] to {list(saved)}.")
+
+
+def checkpoint_obs_groups(ckpt: dict) -> dict:
+    """The resolved ``obs_groups`` a checkpoint was written with (``{}`` when it does not say)."""
+    groups = ckpt.get("obs_groups")
+    if not isinstance(groups, dict):
+        groups = (ckpt.get("train_cfg") or {}).get("obs_groups")
+    return groups if isinstance(groups, dict) else {}

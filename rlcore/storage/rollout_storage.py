@@ -14,9 +14,9 @@ environments. Conventions:
 from __future__ import annotations
 
 import torch
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from dataclasses import dataclass
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from typing import Union
 
 from rlcore.utils.trajectories import split_and_pad_trajectories, trajectory_starts

@@ -33,6 +33,9 @@ class ClassicTask(VecEnv):
 
     num_actions: int = 1
 
+    #: Seconds per env step (one control / integration step), set by ``_configure``.
+    step_dt: float
+
     #: Physics constants of the task; any of them can be overridden through ``**cfg``.
     DEFAULTS: dict[str, float]
 

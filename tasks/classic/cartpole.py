@@ -58,6 +58,7 @@ class CartPole(ClassicTask):
         self.polemass_length = physics["masspole"] * physics["length"]
         self.force_mag = physics["force_mag"]
         self.tau = physics["tau"]
+        self.step_dt = self.tau  # seconds per env step (VecEnv contract; RND scales its bonus by it)
         self.x_threshold = physics["x_threshold"]
         self.theta_threshold = physics["theta_threshold"]
         self.reset_noise = physics["reset_noise"]

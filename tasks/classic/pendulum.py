@@ -52,6 +52,7 @@ class PendulumSwingUp(ClassicTask):
 
     def _configure(self, physics: dict[str, float]) -> None:
         self.dt = physics["dt"]
+        self.step_dt = self.dt  # seconds per env step (VecEnv contract; RND scales its bonus by it)
         self.max_torque = physics["max_torque"]
         self.max_speed = physics["max_speed"]
         # theta_ddot = gravity_coef * sin(th) + torque_coef * u (rod pivoting at one end, theta = 0 up)

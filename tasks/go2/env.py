@@ -67,6 +67,7 @@ class Go2Env(VecEnv):
         self.num_actions = 12
         self.device = torch.device(device)
         self.dt = c.sim.dt * c.sim.decimation
+        self.step_dt = self.dt  # seconds per env step (VecEnv contract; RND scales its bonus by it)
         self.max_episode_length = int(math.ceil(c.episode_length_s / self.dt))
         self.cfg = {"num_envs": n, "seed": seed, **dataclasses.asdict(c)}
         self.generator = torch.Generator(device=self.device)

@@ -47,6 +47,7 @@ class FakeEnv(VecEnv):
         self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long)
         self.device = "cpu"
         self.cfg = {}
+        self.step_dt = 0.02  # seconds per step (read by RND through the factory)
         self.gen = torch.Generator().manual_seed(seed)
         self.steps = 0
         self.obs = self._random_obs()

@@ -17,10 +17,12 @@ from tensordict import TensorDict
 
 
 class _Sim:
-    """Stands in for the simulator object the wrappers forward to (``env.unwrapped`` in Isaac Lab)."""
+    """Stands in for the simulator object the wrappers forward to (``env.unwrapped`` in Isaac Lab), which also
+    holds the control step ``step_dt`` (rsl_rl reads ``env.unwrapped.step_dt``)."""
 
     def __init__(self, num_envs: int, device: str) -> None:
         self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.step_dt = 0.1
 
 
 class RslRlStyleEnv:
@@ -63,7 +65,7 @@ class RslRlStyleEnv:
         return TensorDict({"policy": policy, "critic": critic}, batch_size=[self.num_envs], device=self.device)
 
     def step(self, actions: torch.Tensor):
-        dt = 0.1
+        dt = self.unwrapped.step_dt
         self.vel = self.vel + (actions.clamp(-1, 1) - self.drag.unsqueeze(-1) * self.vel) * dt
         self.pos = self.pos + self.vel * dt
         distance = (self.goal - self.pos).norm(dim=-1)

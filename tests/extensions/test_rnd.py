@@ -260,3 +260,30 @@ def test_built_from_factory_config():
     rnd = RandomNetworkDistillation(device="cpu", **alg_cfg["rnd_cfg"])
     assert rnd.num_states == 5 and rnd.step_dt == 0.02
     torch.testing.assert_close(rnd.get_intrinsic_reward(obs), 1.5 * 0.02 * rnd.prediction_error(obs))
+
+
+# ---------------------------------------------------------------------------- issue 11: control step, padding
+def test_step_dt_is_required():
+    """No silent 1 s: a missing control step would scale the bonus by 1 / step_dt (50x at 50 Hz)."""
+    with pytest.raises(ValueError, match=r"^RND needs the env's control step \(got step_dt=None\): set env.step_dt"):
+        _rnd(step_dt=None)
+
+
+def test_loss_with_masks_counts_real_rows_only():
+    """A padded recurrent mini-batch ``[T, K]``: the loss is the MSE over the rows its masks mark, nothing else."""
+    rnd = _rnd(state_normalization=True)
+    rnd.update_normalization(_obs(64, shift=2.0))
+    obs = _obs(5, 3)
+    masks = torch.tensor([[1, 1, 1], [1, 0, 1], [1, 0, 1], [0, 0, 1], [0, 0, 0]], dtype=torch.bool)
+    obs[~masks] = obs[~masks].apply(torch.zeros_like)  # padding rows hold zeros, as split_and_pad_trajectories makes
+    x = rnd.state_normalizer(_x(obs)[masks])
+    expected = (_manual_mlp(rnd.predictor, x) - _manual_mlp(rnd.target, x)).square().mean()
+    torch.testing.assert_close(rnd.compute_loss(obs, masks), expected, rtol=1e-5, atol=1e-7)
+    assert not torch.allclose(rnd.compute_loss(obs), expected)  # the padding would change it
+    before = copy.deepcopy(rnd.predictor.state_dict())
+    reference = copy.deepcopy(rnd)
+    rnd.train_step(obs, masks=masks)
+    reference.train_step(obs[masks])  # the same step on the real rows, flattened
+    for k, v in rnd.predictor.state_dict().items():
+        assert not torch.equal(v, before[k])
+        torch.testing.assert_close(v, reference.predictor.state_dict()[k], rtol=1e-6, atol=1e-7)

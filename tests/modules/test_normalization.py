@@ -228,3 +228,24 @@ def test_discounted_variation_until():
     for _ in range(5):
         norm(torch.randn(4))
     assert int(norm.emp_norm.count) == 8
+
+
+# ---------------------------------------------------------------------------- pooling (issue 11)
+def test_combined_moments_of_a_small_spread_around_a_large_mean():
+    """Parts merged with Chan's formula in float64 give the statistics of the concatenated data, even where
+    E[x^2] - mean^2 in float32 cancels to nothing (mean 1000, std 0.05)."""
+    from rlcore.utils.distributed import combine_moments, pooled_moments
+
+    parts = [1000.0 + 0.05 * torch.randn(n, 2) + 0.02 * i for i, n in enumerate((300, 1, 0, 500))]
+    stats = [pooled_moments(p) for p in parts]  # single process: each part's own moments
+    counts = torch.tensor([float(n) for _, _, n in stats])
+    means = torch.stack([m for m, _, _ in stats])
+    m2s = torch.stack([v * n for _, v, n in stats])
+    mean, var, n = combine_moments(counts, means, m2s)
+    x = torch.cat(parts).double()
+    assert n == x.shape[0] == 801
+    torch.testing.assert_close(mean, x.mean(0), rtol=1e-13, atol=0)
+    torch.testing.assert_close(var, x.var(0, unbiased=False), rtol=1e-9, atol=0)
+    x32 = torch.cat(parts)
+    naive = (x32.square().mean(0) - x32.mean(0).square()).clamp(min=0)  # the former pooled formula
+    assert (naive - var.float()).abs().max() > 0.5 * var.min()  # ... is wrong by the size of the variance itself
