@@ -42,11 +42,42 @@ def test_frames_of_another_size_are_refused(tmp_path):
             writer.write(np.zeros((16, 16), np.uint8))
 
 
+POLE, CART = (204, 102, 51), (40, 40, 40)  # the renderer's colours
+
+
+def _centroid(img: np.ndarray, color: tuple[int, int, int]) -> np.ndarray:
+    """``(x, y)`` pixel centroid of the pixels of exactly ``color`` (y grows downwards)."""
+    ys, xs = np.nonzero((img == np.array(color, dtype=np.uint8)).all(-1))
+    assert len(xs) > 0, f"nothing drawn in {color}"
+    return np.array([xs.mean(), ys.mean()])
+
+
 @pytest.mark.parametrize("task", ["pendulum", "cartpole"])
-def test_classic_tasks_render(task):
+def test_classic_tasks_render_the_state(task):
+    """The picture follows env 0's state: the pole points where its angle says (0 = up, +pi/2 = right)."""
     from tasks.registry import make_task
 
     env = make_task(task, num_envs=2, seed=0)
-    img = env.render(width=80, height=60)
-    assert img.shape == (60, 80, 3) and img.dtype == np.uint8
-    assert (img != 255).any()  # something is drawn on the white background
+    angle = 0 if task == "pendulum" else 2  # index of the pole angle in the state
+
+    def pole_at(theta: float) -> np.ndarray:
+        env.state[0] = 0.0
+        env.state[0, angle] = theta
+        env.state[1, angle] = -theta  # env 1 is not drawn
+        img = env.render(width=80, height=60)
+        assert img.shape == (60, 80, 3) and img.dtype == np.uint8
+        return _centroid(img, POLE)
+
+    up, right, left = pole_at(0.0), pole_at(np.pi / 2), pole_at(-np.pi / 2)
+    assert right[0] > up[0] + 5 > left[0] + 10  # x: left < up < right
+    assert up[1] < right[1] - 5 and abs(right[1] - left[1]) < 1.0  # up is higher; sideways poles level
+    if task == "pendulum":
+        down = pole_at(np.pi)
+        assert down[1] > right[1] + 5 and abs(down[0] - up[0]) < 1.0
+    else:  # the cart rides with x
+        env.state[0] = 0.0
+        env.state[0, 0] = 1.0
+        at_plus = _centroid(env.render(width=80, height=60), CART)
+        env.state[0, 0] = -1.0
+        at_minus = _centroid(env.render(width=80, height=60), CART)
+        assert at_plus[0] > at_minus[0] + 5 and abs(at_plus[1] - at_minus[1]) < 1.0

@@ -32,6 +32,7 @@ from gym_test_envs import (  # noqa: E402
     CounterEnv,
     register_test_envs,
 )
+from update_check import assert_each_update_improved, watch_updates  # noqa: E402
 
 from rlcore.env import GymnasiumVecEnv, VecEnv  # noqa: E402
 from rlcore.env.gymnasium import NO_TIME_LIMIT  # noqa: E402
@@ -268,9 +269,10 @@ def test_half_cheetah_wiring_and_runner(mujoco_envs):
            "critic": {"class_name": "MLPModel", "hidden_dims": [16], "obs_normalization": True},
            "algorithm": {"class_name": "PPO", "num_mini_batches": 2, "num_learning_epochs": 1}}
     runner = OnPolicyRunner(env, cfg, log_dir=None, device="cpu")
+    updates = watch_updates(runner.alg)
     runner.learn(2, init_at_random_ep_len=True)
-    assert runner.current_learning_iteration == 2
     assert len(set(env.episode_length_buf.tolist())) == 2  # spread by init_at_random_ep_len
+    assert_each_update_improved(updates, 2)  # each update learned from the adapted rollout the right way
     env.close()
 
 

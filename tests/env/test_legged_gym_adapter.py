@@ -8,6 +8,7 @@ import pytest
 import torch
 from legged_gym_style_env import LeggedGymStyleEnv, make_cfg
 from tensordict import TensorDict
+from update_check import assert_each_update_improved, watch_updates
 
 from rlcore.env import LeggedGymVecEnv, VecEnv
 from rlcore.runners import OnPolicyRunner
@@ -54,15 +55,24 @@ def test_time_outs_terminations_and_logs():
     raw = LeggedGymStyleEnv(make_cfg(num_envs=2, send_timeouts=True))
     env = LeggedGymVecEnv(raw)
     assert raw.episode_length_buf.tolist() == [1, 1]  # reset() steps once
+    episode_sum = raw.rew_buf.clone()  # the reward of reset()'s step belongs to the episode
     zeros = torch.zeros(2, 1)
     for _ in range(9):  # zero force: the mass stays put, so the only end is the time limit (length > 10)
-        _, _, dones, extras = env.step(zeros)
+        _, rewards, dones, extras = env.step(zeros)
+        episode_sum += rewards
         assert not dones.any()
         assert math.isnan(float(extras["log"]["/rew_tracking"]))  # no episode ended at this step
-    _, _, dones, extras = env.step(zeros)
+    _, rewards, dones, extras = env.step(zeros)
+    episode_sum += rewards
     assert dones.tolist() == [True, True] and extras["time_outs"].tolist() == [True, True]
     assert set(extras["log"]) == {"/rew_tracking", "/rew_effort"}
-    assert float(extras["log"]["/rew_tracking"]) <= 0.0 and math.isfinite(float(extras["log"]["/rew_tracking"]))
+    # the logged values are the env's own episode statistics ...
+    for key in ("tracking", "effort"):
+        assert float(extras["log"][f"/rew_{key}"]) == pytest.approx(float(raw.extras["episode"][f"rew_{key}"]))
+    # ... which, without force (no effort cost), are the mean episode return per second of the episode limit
+    assert float(extras["log"]["/rew_effort"]) == 0.0
+    expected = (episode_sum.mean() / raw.max_episode_length_s).item()
+    assert expected < -0.01 and float(extras["log"]["/rew_tracking"]) == pytest.approx(expected, rel=1e-5)
     # legged_gym refreshes extras["time_outs"] only on steps with a reset: the next step's raw value is stale.
     _, _, dones, extras = env.step(zeros)
     assert raw.extras["time_outs"].tolist() == [True, True]
@@ -73,6 +83,9 @@ def test_time_outs_terminations_and_logs():
         if dones.any():
             break
     assert dones.tolist() == [True, False] and extras["time_outs"].tolist() == [False, False]
+    # env 0 alone ended: its statistics, not a mean with env 1's running episode
+    assert float(extras["log"]["/rew_effort"]) == pytest.approx(float(raw.extras["episode"]["rew_effort"]))
+    assert float(extras["log"]["/rew_effort"]) < 0.0
 
 
 def test_without_send_timeouts_there_are_no_time_outs():
@@ -112,7 +125,10 @@ def test_runner_trains_with_privileged_critic():
     }
     runner = OnPolicyRunner(env, cfg, log_dir=None, device="cpu")
     assert runner.alg.actor.obs_dim == raw.num_obs and runner.alg.critic.obs_dim == raw.num_privileged_obs
+    updates = watch_updates(runner.alg)
     steps_before = raw.num_steps
     runner.learn(2, init_at_random_ep_len=True)
-    assert raw.num_steps > steps_before and runner.current_learning_iteration == 2
+    assert raw.num_steps > steps_before
     assert len(set(raw.episode_length_buf.tolist())) > 1  # spread by init_at_random_ep_len
+    # the critic learned from the privileged group: the stored rollout holds it, and each update improved
+    assert_each_update_improved(updates, 2)

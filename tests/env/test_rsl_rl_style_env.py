@@ -69,9 +69,9 @@ def test_rsl_rl_style_env_trains_with_the_plain_dict_config(tmp_path):
     assert critic.obs_dim == RslRlStyleEnv.POLICY_DIM + RslRlStyleEnv.CRITIC_DIM
 
     runner.learn(init_at_random_ep_len=True)  # max_iterations from the config
-    assert runner.current_learning_iteration == 2
+    assert runner.current_learning_iteration == 1  # iterations 0 and 1, numbered as in rsl_rl
     assert len(set(env.unwrapped.episode_length_buf.tolist())) > 1  # the runner reached the env's buffer
-    assert (tmp_path / "model_2.pt").exists()
+    assert (tmp_path / "model_1.pt").exists()
     runner.close()
 
     # The critic's value depends on the privileged group: changing it changes the value, not the action.

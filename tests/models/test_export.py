@@ -24,16 +24,13 @@ DISTS = {
     "beta": {"class_name": "BetaDistribution", "action_range": BETA_RANGE},
 }
 
-# max abs errors measured, reported by test_zz_report_max_errors
-MAX_ERRORS: dict[str, float] = {}
-
 
 def _record(key: str, a, b) -> float:
+    """Assert that ``a`` and ``b`` agree within TOL (each comparison checks itself); print the max abs error."""
     a = a.detach().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
     b = b.detach().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
     assert a.shape == b.shape, (key, a.shape, b.shape)
     err = float(np.abs(a.astype(np.float64) - b.astype(np.float64)).max())
-    MAX_ERRORS[key] = max(MAX_ERRORS.get(key, 0.0), err)
     print(f"{key}: max abs error {err:.3e}")
     assert err <= TOL, f"{key}: max abs error {err:.3e} > {TOL}"
     return err
@@ -290,12 +287,3 @@ def test_rnn_export_parity(tmp_path, rnn_type, layers, dist):
         for t in range(4):
             _record(f"{key} jit-loaded", loaded(xs[t][:1]), single[t])
 
-
-def test_zz_report_max_errors():
-    """Print every max abs error measured above (run after the parity tests of this module)."""
-    if not MAX_ERRORS:
-        pytest.skip("parity tests did not run in this session")
-    print("\nexport parity max abs errors:")
-    for key in sorted(MAX_ERRORS):
-        print(f"  {key:32s} {MAX_ERRORS[key]:.3e}")
-    assert max(MAX_ERRORS.values()) <= TOL

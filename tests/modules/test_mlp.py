@@ -43,11 +43,16 @@ def test_output_shape_and_dtype(lead, dtype):
     y = mlp(x)
     assert y.shape == (*lead, 3)
     assert y.dtype == dtype
-    # the forward equals the explicit layer composition
+    # the forward is x W1^T + b1 -> ELU -> W2, b2 -> ELU -> W3, b3, written out from the weights
     ref = x
-    for m in mlp:
-        ref = m(ref)
-    torch.testing.assert_close(y, ref, rtol=0, atol=0)
+    layers = mlp.linear_layers
+    for i, layer in enumerate(layers):
+        ref = ref @ layer.weight.T + layer.bias
+        if i < len(layers) - 1:
+            ref = torch.where(ref > 0, ref, torch.expm1(ref))  # ELU(alpha=1)
+    tol = 1e-6 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(y, ref, rtol=tol, atol=tol)
+    assert not torch.allclose(y, torch.zeros_like(y))  # the comparison is not between two near-zero outputs
 
 
 def test_structured_output_dim():
