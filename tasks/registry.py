@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from rlcore.env import VecEnv
+from rlcore.env import ConfigError, VecEnv
 
 TaskFactory = Callable[..., VecEnv]
 
 _REGISTRY: dict[str, TaskFactory] = {}
 
 
-class UnknownTaskError(KeyError, ValueError):
+class UnknownTaskError(ConfigError, KeyError):
     """Raised by :func:`make_task` for a name that is not registered (catchable as either base)."""
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message

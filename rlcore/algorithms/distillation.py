@@ -27,17 +27,23 @@ _LOSSES = {"mse": nn.functional.mse_loss, "huber": nn.functional.huber_loss}
 class Distillation:
     """Behaviour cloning of a frozen teacher into a (possibly recurrent) student.
 
-    Args:
-        student: stochastic student model (obs set "student").
-        teacher: teacher model (obs set "teacher"), loaded from a PPO checkpoint's actor and frozen.
+    Args (rsl_rl's, in its order, then rlcore's):
+        student: student model (obs set "student"); with a ``distribution_cfg`` it acts stochastically,
+            without one it acts with its deterministic output.
+        teacher: teacher model (obs set "teacher"), loaded from a PPO checkpoint's actor and frozen. It only
+            ever gives its deterministic output, so its distribution's ``init_std`` does not matter (0 is fine).
         storage: rollout storage of type "distillation".
         num_learning_epochs: replays of the rollout per update.
         gradient_length: steps accumulated per optimiser step (truncated BPTT window). A last,
             shorter window at the end of an epoch is applied too.
-        learning_rate, max_grad_norm, optimizer: optimisation settings.
+        learning_rate, max_grad_norm: optimisation settings.
         loss_type: "mse" or "huber".
+        optimizer: "adam", "adamw", "sgd" or "rmsprop".
         use_mixed_precision / use_bf16: bf16 autocast for the student's forward passes.
     """
+
+    teacher_loaded: bool = False
+    """Whether the teacher's weights were loaded (``learn`` refuses to start without them)."""
 
     def __init__(
         self,
@@ -48,13 +54,13 @@ class Distillation:
         gradient_length: int = 15,
         learning_rate: float = 1e-3,
         max_grad_norm: float | None = None,
-        optimizer: str = "adam",
         loss_type: str = "mse",
+        optimizer: str = "adam",
         use_mixed_precision: bool = False,
-        use_bf16: bool = False,
         device: str = "cpu",
         multi_gpu_cfg: dict | None = None,
         grad_reduce_bucket_mb: float = 25.0,
+        use_bf16: bool = False,
         rnd_cfg: dict | None = None,
         symmetry_cfg: dict | None = None,
     ) -> None:
@@ -62,8 +68,6 @@ class Distillation:
             raise ValueError("Distillation does not support the RND or symmetry extensions; use algorithm=ppo.")
         if loss_type not in _LOSSES:
             raise ValueError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
-        if student.distribution is None:
-            raise ValueError("The distillation student needs a distribution_cfg (it acts stochastically).")
         if int(gradient_length) < 1:
             raise ValueError(f"gradient_length must be >= 1, got {gradient_length}.")
         from rlcore.algorithms.ppo import _make_optimizer
@@ -77,14 +81,23 @@ class Distillation:
         self.num_learning_epochs, self.gradient_length = num_learning_epochs, int(gradient_length)
         self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
         self.loss_fn = _LOSSES[loss_type]
+        self.use_mixed_precision = bool(use_mixed_precision)
         self.use_bf16 = bool(use_bf16 or use_mixed_precision)
         self.is_multi_gpu = multi_gpu_cfg is not None and int(multi_gpu_cfg.get("world_size", 1)) > 1
+        self.gpu_global_rank = int((multi_gpu_cfg or {}).get("global_rank", 0))
+        self.gpu_world_size = int((multi_gpu_cfg or {}).get("world_size", 1))
+        self.num_updates = 0
         self.grad_reduce_bucket_mb = grad_reduce_bucket_mb
         self.optimizer = _make_optimizer(optimizer, list(student.parameters()), learning_rate)
         self.transition = RolloutStorage.Transition()
         # Recurrent states at the start of the current rollout, to replay it in the update.
         self.rollout_start_states: tuple[HiddenState, HiddenState] = (None, None)
         self._rollout_started = False
+
+    @property
+    def last_hidden_states(self) -> tuple[HiddenState, HiddenState]:
+        """rsl_rl's name: the (student, teacher) hidden states the stored rollout starts from."""
+        return self.rollout_start_states
 
     # ====================================================================== collection
     def act(self, obs: TensorDict) -> torch.Tensor:
@@ -113,6 +126,7 @@ class Distillation:
     # ====================================================================== update
     def update(self) -> dict[str, float]:
         """Replay the rollout ``num_learning_epochs`` times; step the optimiser every ``gradient_length`` steps."""
+        self.num_updates += 1
         end_states = (_clone(self.student.get_hidden_state()), _clone(self.teacher.get_hidden_state()))
         autocast = (torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
                     if self.use_bf16 else contextlib.nullcontext())
@@ -180,12 +194,14 @@ class Distillation:
             "learning_rate": self.learning_rate,
         }
 
-    def load(self, state: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
+    def load(self, loaded_dict: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
         """Load a distillation checkpoint (student, teacher, optimiser: a full resume), or a PPO checkpoint,
         whose actor becomes the teacher. Returns whether the iteration counter should be restored."""
+        state = loaded_dict
         is_ppo = "actor_state_dict" in state and "student_state_dict" not in state
-        if load_cfg is None:
-            load_cfg = {"teacher": True} if is_ppo else {"student": True, "teacher": True, "optimizer": True}
+        # ``load_cfg`` overrides these defaults part by part (e.g. {"optimizer": False} still loads the models).
+        defaults = {"teacher": True} if is_ppo else {"student": True, "teacher": True, "optimizer": True}
+        load_cfg = {**defaults, **(load_cfg or {})}
         if load_cfg.get("teacher"):
             teacher_state = state["actor_state_dict"] if is_ppo else state["teacher_state_dict"]
             load_model_state(self.teacher, teacher_state, "teacher", strict)
@@ -202,11 +218,38 @@ class Distillation:
     def reduce_parameters(self) -> None:
         all_reduce_mean_grads(list(self.student.parameters()), self.grad_reduce_bucket_mb)
 
+    def compile(self, mode: str | None = None) -> None:
+        """``torch.compile`` the student's and teacher's MLP heads in place (``None``: nothing to do).
+
+        In place, so state-dict keys, export and checkpoints are unchanged.
+
+        Raises:
+            ValueError: a CUDA-graph mode (see ``rlcore.utils.compile_model``).
+        """
+        from rlcore.utils.compile import compile_model
+
+        if mode is None:
+            return
+        compile_model(nn.Identity(), mode)  # validates the mode
+        for model in (self.student, self.teacher):
+            model.mlp.compile(mode=mode)
+
     @staticmethod
     def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str) -> Distillation:
+        """Build student, teacher, storage and the algorithm from the train config (``cfg["obs_groups"]`` is
+        replaced by its resolved form)."""
         from rlcore.algorithms.factory import construct_distillation
 
-        return construct_distillation(obs, env, cfg, device)
+        built = dict(cfg)
+        teacher = built.get("teacher")
+        dist_cfg = teacher.get("distribution_cfg") if isinstance(teacher, dict) else None
+        if isinstance(dist_cfg, dict) and "init_std" in dist_cfg and not float(dist_cfg["init_std"]) > 0.0:
+            # rsl_rl configs often give the teacher init_std 0: it never samples, and its std comes with the
+            # PPO checkpoint, so any positive value builds the same teacher.
+            built["teacher"] = {**teacher, "distribution_cfg": {**dist_cfg, "init_std": 1.0}}
+        alg = construct_distillation(obs, env, built, device)
+        cfg["obs_groups"] = built["obs_groups"]
+        return alg
 
 
 def load_model_state(model: nn.Module, state: dict, name: str, strict: bool = True) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from tensordict import TensorDict
 
 from rlcore.env import VecEnv
+from rlcore.errors import ConfigError
 from rlcore.storage import RolloutStorage
 from rlcore.utils.config import resolve_class, resolve_obs_groups
 
@@ -26,9 +27,9 @@ def env_step_dt(env: VecEnv) -> float:
         if dt is not None:
             dt = float(dt)
             if not dt > 0.0:
-                raise ValueError(f"{type(env).__name__}.step_dt must be a positive number of seconds, got {dt}.")
+                raise ConfigError(f"{type(env).__name__}.step_dt must be a positive number of seconds, got {dt}.")
             return dt
-    raise ValueError(f"RND needs the env's control step: set env.step_dt (seconds per env step) on "
+    raise ConfigError(f"RND needs the env's control step: set env.step_dt (seconds per env step) on "
                      f"{type(env).__name__} or rnd_cfg.step_dt.")
 
 
@@ -65,7 +66,7 @@ def construct_ppo(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
     actor = actor_class(obs, cfg["obs_groups"], "actor", env.num_actions, **actor_cfg).to(device)
     if alg_cfg.pop("share_cnn_encoders", False):
         if not hasattr(actor, "cnns"):
-            raise ValueError(f"share_cnn_encoders needs a CNNModel actor, but the actor is {type(actor).__name__}; "
+            raise ConfigError(f"share_cnn_encoders needs a CNNModel actor, but the actor is {type(actor).__name__}; "
                              "use model=cnn or drop share_cnn_encoders.")
         critic_cfg["cnns"] = actor.cnns
     critic = critic_class(obs, cfg["obs_groups"], "critic", 1, **critic_cfg).to(device)
@@ -78,7 +79,7 @@ def construct_distillation(obs: TensorDict, env: VecEnv, cfg: dict, device: str)
     alg_class, alg_cfg = resolve_class(cfg["algorithm"])
     for ext in ("rnd_cfg", "symmetry_cfg"):
         if alg_cfg.get(ext) is not None:
-            raise ValueError(f"Distillation does not support the {ext[:-4].upper() if ext == 'rnd_cfg' else 'symmetry'}"
+            raise ConfigError(f"Distillation does not support the {ext[:-4].upper() if ext == 'rnd_cfg' else 'symmetry'}"
                              f" extension ({ext} is set); remove it or use algorithm=ppo.")
         alg_cfg.pop(ext, None)
     student_class, student_cfg = resolve_class(cfg["student"])
@@ -97,7 +98,7 @@ def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
     alg_class, _ = resolve_class(cfg["algorithm"])
     builder = getattr(alg_class, "construct_algorithm", None)
     if builder is None:
-        raise ValueError(f"{alg_class.__name__} has no construct_algorithm(obs, env, cfg, device).")
+        raise ConfigError(f"{alg_class.__name__} has no construct_algorithm(obs, env, cfg, device).")
     return builder(obs, env, cfg, device)
 
 

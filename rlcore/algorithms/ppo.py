@@ -22,11 +22,17 @@ import torch.nn as nn
 from tensordict import TensorDict
 
 from rlcore.env import VecEnv
+from rlcore.errors import ConfigError
 from rlcore.models import MLPModel
 from rlcore.modules import EmpiricalDiscountedVariationNormalization, HiddenState
 from rlcore.storage import RolloutStorage
-from rlcore.utils.distributed import (all_reduce_mean, all_reduce_mean_grads, broadcast_tensors, is_distributed,
-                                      pooled_moments)
+from rlcore.utils.distributed import (
+    all_reduce_mean,
+    all_reduce_mean_grads,
+    broadcast_tensors,
+    is_distributed,
+    pooled_moments,
+)
 
 LR_MIN, LR_MAX = 1e-5, 1e-2
 """Bounds of the adaptive-KL learning rate."""
@@ -97,9 +103,9 @@ class PPO:
         clip_gradients_jointly: bool = False,
     ) -> None:
         if schedule not in ("adaptive", "fixed"):
-            raise ValueError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
+            raise ConfigError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
         if actor.distribution is None:
-            raise ValueError("PPO's actor needs a distribution_cfg (a stochastic policy).")
+            raise ConfigError("PPO's actor needs a distribution_cfg (a stochastic policy).")
         self.device = device
         self.actor, self.critic, self.storage = actor, critic, storage
         self.num_learning_epochs, self.num_mini_batches = num_learning_epochs, num_mini_batches
@@ -127,7 +133,7 @@ class PPO:
             from rlcore.extensions.symmetry import Symmetry
 
             if actor.is_recurrent or critic.is_recurrent:
-                raise ValueError("The symmetry extension does not support recurrent models (model=rnn); "
+                raise ConfigError("The symmetry extension does not support recurrent models (model=rnn); "
                                  "use an MLP or CNN model with extension=symmetry.")
             self.symmetry = Symmetry(**symmetry_cfg)
 
@@ -272,10 +278,10 @@ class PPO:
                 self.actor(obs, masks=batch.masks, hidden_state=batch.hidden_states[0], stochastic_output=True)
                 log_prob = self.actor.get_output_log_prob(actions).float()
                 values = self.critic(obs, masks=batch.masks, hidden_state=batch.hidden_states[1]).float()
-            new_params = self.actor.output_distribution_params
-            entropy = self.actor.output_entropy.float()
-            if actions.shape[0] != n_orig:  # augmented: KL against the rollout's params on the original part only
-                new_params = tuple(p[:n_orig] for p in new_params)
+            # With symmetry augmentation the KL (against the rollout's params) and the entropy bonus are taken
+            # on the original rows only; the mirrored rows enter the surrogate and value losses.
+            new_params = tuple(p[:n_orig] for p in self.actor.output_distribution_params)
+            entropy = self.actor.output_entropy[:n_orig].float()
 
             # Adaptive learning rate: shrink it when the policy moved too far (KL > 2 kl*), grow it when
             # it barely moved (KL < kl*/2). The KL is the mean over all ranks' mini-batches (and logged so);
@@ -503,5 +509,5 @@ _OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torc
 def _make_optimizer(name: str, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
     key = str(name).lower()
     if key not in _OPTIMIZERS:
-        raise ValueError(f"Unknown optimizer '{name}'. Valid: {', '.join(_OPTIMIZERS)}.")
+        raise ConfigError(f"Unknown optimizer '{name}'. Valid: {', '.join(_OPTIMIZERS)}.")
     return _OPTIMIZERS[key](params, lr=lr)

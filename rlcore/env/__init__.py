@@ -6,5 +6,6 @@
 from rlcore.env.gymnasium import GymnasiumVecEnv
 from rlcore.env.legged_gym import LeggedGymVecEnv
 from rlcore.env.vec_env import VecEnv
+from rlcore.errors import ConfigError  # tasks raise it for bad settings (they import only rlcore.env)
 
-__all__ = ["GymnasiumVecEnv", "LeggedGymVecEnv", "VecEnv"]
+__all__ = ["ConfigError", "GymnasiumVecEnv", "LeggedGymVecEnv", "VecEnv"]

@@ -22,6 +22,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env.vec_env import VecEnv
+from rlcore.errors import ConfigError
 
 #: ``max_episode_length`` of an env without a time limit (no ``max_episode_steps`` in its spec).
 NO_TIME_LIMIT = 2**31 - 1
@@ -101,13 +102,14 @@ class GymnasiumVecEnv(VecEnv):
         step_dt: float | None = None,
     ) -> None:
         gym = import_gymnasium()
-        from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv as GymVectorEnv
+        from gymnasium.vector import AutoresetMode, SyncVectorEnv
+        from gymnasium.vector import VectorEnv as GymVectorEnv
 
         if isinstance(env, gym.Env):
             single = env
             env = SyncVectorEnv([lambda: single], autoreset_mode=AutoresetMode.SAME_STEP)
         elif not isinstance(env, GymVectorEnv):
-            raise TypeError(f"GymnasiumVecEnv wraps a gymnasium.vector.VectorEnv (gym.make_vec(...)) or a "
+            raise ConfigError(f"GymnasiumVecEnv wraps a gymnasium.vector.VectorEnv (gym.make_vec(...)) or a "
                             f"gymnasium.Env; got {type(env).__name__}.")
         self.env = env
         self.num_envs = int(env.num_envs)
@@ -172,9 +174,9 @@ class GymnasiumVecEnv(VecEnv):
         from gymnasium.vector import AutoresetMode
 
         if vectorization_mode not in ("sync", "async"):
-            raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}.")
+            raise ConfigError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}.")
         if int(num_envs) < 1:
-            raise ValueError(f"num_envs must be at least 1, got {num_envs}.")
+            raise ConfigError(f"num_envs must be at least 1, got {num_envs}.")
         kwargs = dict(env_kwargs or {})
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = int(max_episode_steps)
@@ -183,7 +185,7 @@ class GymnasiumVecEnv(VecEnv):
                                vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, wrappers=wrappers,
                                **kwargs)
         except gym.error.Error as err:  # unknown id, missing dependency (e.g. mujoco), bad version
-            raise ValueError(f"cannot make Gymnasium env {env_id!r}: {err}") from None
+            raise ConfigError(f"cannot make Gymnasium env {env_id!r}: {err}") from None
         adapter = cls(vec, device=device, seed=seed, **adapter_kwargs)
         adapter.cfg.update({"env_id": str(env_id), "vectorization_mode": vectorization_mode,
                             "max_episode_steps": max_episode_steps, "env_kwargs": dict(env_kwargs or {})})
@@ -206,23 +208,23 @@ class GymnasiumVecEnv(VecEnv):
         if isinstance(space, spaces.Dict):
             bad = [k for k, s in space.spaces.items() if not isinstance(s, spaces.Box)]
             if bad:
-                raise ValueError(f"GymnasiumVecEnv cannot take the observation space {space}: entries {bad} are not "
+                raise ConfigError(f"GymnasiumVecEnv cannot take the observation space {space}: entries {bad} are not "
                                  f"Box; supported are {SUPPORTED_OBSERVATION_SPACES}.")
             return [(str(k), k, layout(s)) for k, s in space.spaces.items()]
-        raise ValueError(f"GymnasiumVecEnv cannot take the observation space {space}; supported are "
+        raise ConfigError(f"GymnasiumVecEnv cannot take the observation space {space}; supported are "
                          f"{SUPPORTED_OBSERVATION_SPACES} (flatten others with a Gymnasium wrapper).")
 
     def _setup_actions(self, space) -> None:
         from gymnasium import spaces
 
         if not isinstance(space, spaces.Box):
-            raise ValueError(f"GymnasiumVecEnv cannot take the action space {space}; supported are "
+            raise ConfigError(f"GymnasiumVecEnv cannot take the action space {space}; supported are "
                              f"{SUPPORTED_ACTION_SPACES}. Discrete, MultiDiscrete, MultiBinary, Dict and Tuple "
                              f"action spaces are not supported.")
         low, high = space.low.astype(np.float64).reshape(-1), space.high.astype(np.float64).reshape(-1)
         bounded = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
         if self.rescale_actions and not bounded:
-            raise ValueError(f"GymnasiumVecEnv cannot take the action space {space}: it is unbounded, so the "
+            raise ConfigError(f"GymnasiumVecEnv cannot take the action space {space}: it is unbounded, so the "
                              f"policy's [-1, 1] cannot be rescaled onto it; supported are {SUPPORTED_ACTION_SPACES}.")
         self.num_actions = int(np.prod(space.shape))
         self._action_shape = tuple(space.shape)

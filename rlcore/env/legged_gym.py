@@ -21,6 +21,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env.vec_env import VecEnv
+from rlcore.errors import ConfigError
 
 
 class LeggedGymVecEnv(VecEnv):
@@ -57,7 +58,7 @@ class LeggedGymVecEnv(VecEnv):
                                      "get_observations", "get_privileged_observations", "step", "reset")
                    if not hasattr(env, name)]
         if missing:
-            raise TypeError(f"LeggedGymVecEnv wraps a legged_gym-style env (BaseTask API); {type(env).__name__} "
+            raise ConfigError(f"LeggedGymVecEnv wraps a legged_gym-style env (BaseTask API); {type(env).__name__} "
                             f"lacks {', '.join(missing)}.")
         self.env = env
         self.num_envs = int(env.num_envs)

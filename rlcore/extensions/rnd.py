@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tensordict import TensorDict
 
+from rlcore.errors import ConfigError
 from rlcore.modules import MLP, EmpiricalDiscountedVariationNormalization, EmpiricalNormalization
 from rlcore.modules.activation import activation_gain
 from rlcore.utils.distributed import all_reduce_mean_grads
@@ -85,12 +86,12 @@ class RandomNetworkDistillation(nn.Module):
             obs_groups = obs_groups["rnd_state"]
         self.obs_groups = [obs_groups] if isinstance(obs_groups, str) else list(obs_groups)
         if not self.obs_groups:
-            raise ValueError("RND needs at least one observation group (obs_groups['rnd_state'] is empty).")
+            raise ConfigError("RND needs at least one observation group (obs_groups['rnd_state'] is empty).")
         self.num_states = int(num_states)
         self.num_outputs = int(num_outputs)
         self.initial_weight = float(weight)
         if step_dt is None or not float(step_dt) > 0.0:
-            raise ValueError(f"RND needs the env's control step (got step_dt={step_dt!r}): set env.step_dt (seconds "
+            raise ConfigError(f"RND needs the env's control step (got step_dt={step_dt!r}): set env.step_dt (seconds "
                              "per env step) or rnd_cfg.step_dt.")
         self.step_dt = float(step_dt)
         self.learning_rate = float(learning_rate)
@@ -128,10 +129,10 @@ class RandomNetworkDistillation(nn.Module):
         schedule = {"mode": "constant"} if schedule is None else dict(schedule)
         mode = schedule.get("mode", "constant")
         if mode not in WEIGHT_SCHEDULE_MODES:
-            raise ValueError(f"Unknown RND weight_schedule mode '{mode}'. Valid: {', '.join(WEIGHT_SCHEDULE_MODES)}.")
+            raise ConfigError(f"Unknown RND weight_schedule mode '{mode}'. Valid: {', '.join(WEIGHT_SCHEDULE_MODES)}.")
         missing = [k for k in _SCHEDULE_KEYS[mode] if k not in schedule]
         if missing:
-            raise ValueError(f"RND weight_schedule mode '{mode}' needs the key(s) {', '.join(missing)}.")
+            raise ConfigError(f"RND weight_schedule mode '{mode}' needs the key(s) {', '.join(missing)}.")
         schedule["mode"] = mode
         return schedule
 

@@ -11,6 +11,10 @@ Both use one user function, rsl_rl-compatible::
 - Data augmentation: PPO's loss sees the mini-batch plus its mirrored copies, labelled with mirrored actions.
 - Mirror loss: the policy ``mu`` is symmetric when ``mu(mirror_obs(o)) == mirror_act(mu(o))``; the loss is
   ``MSE(mu(mirror_obs_i(o)), mirror_act_i(mu(o)).detach())`` over the mirrored blocks ``i = 1..k``.
+
+With both uses off the extension does nothing (rsl_rl then still computes the mirror loss for its logs; rlcore
+skips it). rsl_rl's mini-batch methods ``augment_batch`` and ``compute_loss`` work on a
+``RolloutStorage.Batch``; rlcore's PPO calls ``augment`` and ``mirror_loss`` on the tensors directly.
 """
 
 from __future__ import annotations
@@ -61,40 +65,44 @@ def resolve_function(func: str | Callable | None) -> Callable | None:
 class Symmetry:
     """Mirrored data augmentation and/or mirror loss for PPO (feed-forward models only; PPO checks this).
 
-    Args:
+    Args (rsl_rl's, in its order):
         env: the environment, passed to the augmentation function (e.g. to find observation terms).
+        data_augmentation_func: the augmentation function or its import path (see the module docstring).
         use_data_augmentation: train PPO on the mini-batch plus its mirrored copies.
         use_mirror_loss: add ``mirror_loss_coeff * mirror_loss`` to PPO's loss.
         mirror_loss_coeff: weight of the mirror loss.
-        data_augmentation_func: the augmentation function or its import path (see the module docstring).
 
     Raises:
-        ValueError: neither use is enabled; the function is missing or cannot be resolved.
+        ValueError: a use is enabled but the function is missing or cannot be resolved.
     """
 
     def __init__(
         self,
         env=None,
+        data_augmentation_func: str | Callable | None = None,
         use_data_augmentation: bool = False,
         use_mirror_loss: bool = False,
         mirror_loss_coeff: float = 0.0,
-        data_augmentation_func: str | Callable | None = None,
     ) -> None:
         self.env = env
         self.use_data_augmentation = bool(use_data_augmentation)
         self.use_mirror_loss = bool(use_mirror_loss)
         self.mirror_loss_coeff = float(mirror_loss_coeff)
+        self._checked_identity = False
         if not (self.use_data_augmentation or self.use_mirror_loss):
-            raise ValueError("Symmetry extension: at least one of use_data_augmentation and use_mirror_loss must be "
-                             "True (or remove symmetry_cfg).")
+            print("[rlcore] symmetry_cfg: use_data_augmentation and use_mirror_loss are both off, so the symmetry "
+                  "extension does nothing.")
+            self.data_augmentation_func = resolve_function(data_augmentation_func)
+            return
         if data_augmentation_func is None:
             raise ValueError("Symmetry extension: data_augmentation_func is required (a callable or a "
                              "'package.module:function' path) when use_data_augmentation or use_mirror_loss is on.")
         self.data_augmentation_func = resolve_function(data_augmentation_func)
-        self._checked_identity = False
 
     # ------------------------------------------------------------------ helpers
     def _call(self, obs: TensorDict | None, actions: torch.Tensor | None):
+        if self.data_augmentation_func is None:
+            raise ValueError("Symmetry extension: data_augmentation_func is required to mirror observations/actions.")
         return self.data_augmentation_func(env=self.env, obs=obs, actions=actions)
 
     @staticmethod
@@ -140,6 +148,10 @@ class Symmetry:
         """
         b = int(obs.batch_size[0])
         obs_aug, _ = self._call(obs, None)
+        return self._mirror_loss_on(actor, obs_aug, b)
+
+    def _mirror_loss_on(self, actor: nn.Module, obs_aug: TensorDict, b: int) -> torch.Tensor:
+        """The mirror loss on already augmented observations ``[B*(k+1)]`` whose first block is the original."""
         self._num_copies(b, int(obs_aug.batch_size[0]), "observation")
         means = actor(obs_aug, stochastic_output=False)  # [B*(k+1), A]
         _, mirrored = self._call(None, means[:b].detach())
@@ -148,5 +160,42 @@ class Symmetry:
                              f"{None if mirrored is None else tuple(mirrored.shape)}, expected {tuple(means.shape)}.")
         return F.mse_loss(means[b:], mirrored[b:].detach())
 
+    # ------------------------------------------------------------------ rsl_rl's mini-batch interface
+    def augment_batch(self, batch, original_batch_size: int) -> None:
+        """Augment a feed-forward ``RolloutStorage.Batch`` in place (only with ``use_data_augmentation``).
 
-__all__ = ["Symmetry", "resolve_function"]
+        ``observations`` and ``actions`` become ``[B*(k+1), ...]`` (originals first); ``old_actions_log_prob``,
+        ``values``, ``advantages`` and ``returns`` are repeated ``k + 1`` times to match. The old distribution
+        parameters keep the original rows only (the KL of the adaptive learning rate is measured on them).
+        """
+        if not self.use_data_augmentation:
+            return
+        batch.observations, batch.actions = self.augment(batch.observations, batch.actions)
+        copies = int(batch.actions.shape[0]) // int(original_batch_size)
+        for name in ("old_actions_log_prob", "values", "advantages", "returns"):
+            value = getattr(batch, name, None)
+            if value is not None:
+                setattr(batch, name, value.repeat(copies, *([1] * (value.dim() - 1))))
+
+    def compute_loss(self, actor: nn.Module, batch, original_batch_size: int) -> torch.Tensor:
+        """The mirror loss of a mini-batch; detached (for logging only) unless ``use_mirror_loss``.
+
+        If the batch was not augmented by :meth:`augment_batch`, its observations are augmented here, in place.
+        """
+        if not self.use_data_augmentation:
+            batch.observations, _ = self._call(batch.observations, None)
+        loss = self._mirror_loss_on(actor, batch.observations, int(original_batch_size))
+        return loss if self.use_mirror_loss else loss.detach()
+
+
+def resolve_symmetry_config(alg_cfg: dict, env) -> dict:
+    """Give ``alg_cfg["symmetry_cfg"]`` (if set) the env its augmentation function receives; None otherwise.
+
+    Returns ``alg_cfg`` with a new ``symmetry_cfg`` dict (the caller's one is not modified).
+    """
+    sym_cfg = alg_cfg.get("symmetry_cfg")
+    alg_cfg["symmetry_cfg"] = None if sym_cfg is None else {**dict(sym_cfg), "env": env}
+    return alg_cfg
+
+
+__all__ = ["Symmetry", "resolve_function", "resolve_symmetry_config"]

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
-from rlcore.models.mlp_model import MLPModel, select_obs_groups
+from rlcore.models.mlp_model import ExportedPolicy, MLPModel, select_obs_groups
 from rlcore.modules import CNN, HiddenState
 
 
@@ -87,11 +87,14 @@ class CNNModel(MLPModel):
     def as_onnx(self, verbose: bool = False) -> nn.Module:
         """ONNX wrapper: inputs ``obs`` (if any 1D group) and one per 2D group named after it; output ``actions``."""
         module = self._export_module()
-        module.input_names = [name for name, _ in self.export_inputs()]
-        module.output_names = ["actions"]
-        module.example_inputs = self._example_inputs()
-        module.dynamic_axes = {name: {0: "batch"} for name in module.input_names + ["actions"]}
-        module.is_recurrent = False
+        names = [name for name, _ in self.export_inputs()]
+        module.set_onnx_interface(names, ["actions"], self._example_inputs(),
+                                  {name: {0: "batch"} for name in names + ["actions"]}, is_recurrent=False,
+                                  verbose=verbose)
+        module.obs_groups_2d = list(self.obs_groups_2d)
+        module.obs_dim_1d = self.obs_dim
+        module.obs_channels_2d = [int(self.cnns[g].input_shape[0]) for g in self.obs_groups_2d]
+        module.obs_dims_2d = [tuple(int(d) for d in self.cnns[g].input_shape[1:]) for g in self.obs_groups_2d]
         return module
 
 
@@ -116,14 +119,14 @@ def _make_encoder(group: str, shape: tuple[int, ...], cnn_cfg: Mapping | None, c
     return CNN(input_dim=shape[1:], input_channels=shape[0], **cfg)
 
 
-class _ExportCNN(nn.Module):
+class _ExportCNN(ExportedPolicy):
     """Deployable CNN policy: positional inputs ``(obs?, image_1, ..., image_k)``."""
 
     def __init__(self, normalizer: nn.Module, encoders: list[nn.Module], mlp: nn.Module, det: nn.Module,
                  has_1d: bool) -> None:
         super().__init__()
         self.obs_normalizer = normalizer
-        self.encoders = nn.ModuleList(encoders)
+        self.cnns = nn.ModuleList(encoders)
         self.mlp = mlp
         self.deterministic_output = det
         self.has_1d = has_1d
@@ -134,6 +137,6 @@ class _ExportCNN(nn.Module):
         if self.has_1d:
             parts.append(self.obs_normalizer(inputs[0]))
             images = inputs[1:]
-        for enc, img in zip(self.encoders, images):
+        for enc, img in zip(self.cnns, images):
             parts.append(enc(img))
         return self.deterministic_output(self.mlp(torch.cat(parts, dim=-1)))

@@ -203,17 +203,42 @@ class MLPModel(nn.Module):
         return torch.jit.script(_ExportMLP(*self._export_parts()).eval())
 
     def as_onnx(self, verbose: bool = False) -> nn.Module:
-        """ONNX-exportable wrapper (input ``obs``, output ``actions``); see ``rlcore.utils.export.export_onnx``."""
+        """ONNX-exportable wrapper (input ``obs``, output ``actions``); see :class:`ExportedPolicy` for its interface."""
         module = _ExportMLP(*self._export_parts()).eval()
-        module.input_names = ["obs"]
-        module.output_names = ["actions"]
-        module.example_inputs = (torch.zeros(1, self.obs_dim),)
-        module.dynamic_axes = {"obs": {0: "batch"}, "actions": {0: "batch"}}
-        module.is_recurrent = False
+        module.set_onnx_interface(["obs"], ["actions"], (torch.zeros(1, self.obs_dim),),
+                                  {"obs": {0: "batch"}, "actions": {0: "batch"}}, is_recurrent=False, verbose=verbose)
+        module.input_size = self.obs_dim
         return module
 
 
-class _ExportMLP(nn.Module):
+class ExportedPolicy(nn.Module):
+    """Base of the modules that ``as_onnx()`` returns: the graph plus what an ONNX exporter needs to trace it.
+
+    rsl_rl 5.x's interface, so code written for it exports rlcore models unchanged::
+
+        m = model.as_onnx(verbose=False)
+        torch.onnx.export(m, m.get_dummy_inputs(), "policy.onnx", input_names=m.input_names,
+                          output_names=m.output_names)
+
+    Attributes: ``input_names``, ``output_names``, ``is_recurrent``, ``verbose``, ``dynamic_axes`` (batch axes,
+    for ``torch.onnx.export(..., dynamic_axes=...)``) and ``example_inputs`` (what ``get_dummy_inputs`` copies).
+    """
+
+    def set_onnx_interface(self, input_names: list[str], output_names: list[str], example_inputs: tuple,
+                           dynamic_axes: dict, is_recurrent: bool, verbose: bool = False) -> None:
+        self.input_names = list(input_names)
+        self.output_names = list(output_names)
+        self.example_inputs = tuple(example_inputs)
+        self.dynamic_axes = dynamic_axes
+        self.is_recurrent = is_recurrent
+        self.verbose = verbose
+
+    def get_dummy_inputs(self) -> tuple[torch.Tensor, ...]:
+        """Zero inputs of batch size 1, one per name of ``input_names`` and in that order (for tracing)."""
+        return tuple(t.clone() for t in self.example_inputs)
+
+
+class _ExportMLP(ExportedPolicy):
     """Deployable feed-forward policy: normalise -> MLP -> deterministic output."""
 
     def __init__(self, normalizer: nn.Module, mlp: nn.Module, deterministic: nn.Module) -> None:

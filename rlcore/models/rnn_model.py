@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
-from rlcore.models.mlp_model import MLPModel
+from rlcore.models.mlp_model import ExportedPolicy, MLPModel
 from rlcore.modules import RNN, HiddenState
 
 
@@ -86,17 +86,19 @@ class RNNModel(MLPModel):
         module = self._export_module(stateful=False)
         h = torch.zeros(self.rnn.num_layers, 1, self.rnn.hidden_dim)
         lstm = self.rnn.is_lstm
-        module.input_names = ["obs", "h_in"] + (["c_in"] if lstm else [])
-        module.output_names = ["actions", "h_out"] + (["c_out"] if lstm else [])
-        module.example_inputs = (torch.zeros(1, self.obs_dim), h) + ((h.clone(),) if lstm else ())
-        axes = {name: {1: "batch"} for name in module.input_names[1:] + module.output_names[1:]}
-        module.dynamic_axes = {"obs": {0: "batch"}, "actions": {0: "batch"}, **axes}
-        module.is_recurrent = True
+        inputs = ["obs", "h_in"] + (["c_in"] if lstm else [])
+        outputs = ["actions", "h_out"] + (["c_out"] if lstm else [])
+        axes = {name: {1: "batch"} for name in inputs[1:] + outputs[1:]}
+        module.set_onnx_interface(inputs, outputs, (torch.zeros(1, self.obs_dim), h) + ((h.clone(),) if lstm else ()),
+                                  {"obs": {0: "batch"}, "actions": {0: "batch"}, **axes}, is_recurrent=True,
+                                  verbose=verbose)
         module.state_shape = (self.rnn.num_layers, self.rnn.hidden_dim)
+        module.rnn_type = "lstm" if lstm else "gru"
+        module.input_size, module.hidden_size, module.num_layers = self.obs_dim, self.rnn.hidden_dim, self.rnn.num_layers
         return module
 
 
-class _ExportGRU(nn.Module):
+class _ExportGRU(ExportedPolicy):
     def __init__(self, normalizer: nn.Module, rnn: nn.GRU, mlp: nn.Module, det: nn.Module) -> None:
         super().__init__()
         self.obs_normalizer, self.rnn, self.mlp, self.deterministic_output = normalizer, rnn, mlp, det
@@ -106,7 +108,7 @@ class _ExportGRU(nn.Module):
         return self.deterministic_output(self.mlp(out.squeeze(0))), h_out
 
 
-class _ExportLSTM(nn.Module):
+class _ExportLSTM(ExportedPolicy):
     def __init__(self, normalizer: nn.Module, rnn: nn.LSTM, mlp: nn.Module, det: nn.Module) -> None:
         super().__init__()
         self.obs_normalizer, self.rnn, self.mlp, self.deterministic_output = normalizer, rnn, mlp, det

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch.nn as nn
 
+from rlcore.errors import ConfigError
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "elu": nn.ELU,
     "selu": nn.SELU,
@@ -31,7 +33,7 @@ def resolve_activation(name: str) -> nn.Module:
     """
     key = str(name).lower()
     if key not in ACTIVATIONS:
-        raise ValueError(f"Unknown activation '{name}'. Valid activations: {', '.join(sorted(ACTIVATIONS))}.")
+        raise ConfigError(f"Unknown activation '{name}'. Valid activations: {', '.join(sorted(ACTIVATIONS))}.")
     return ACTIVATIONS[key]()
 
 

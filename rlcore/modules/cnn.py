@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn as nn
 
+from rlcore.errors import ConfigError
 from rlcore.modules.activation import resolve_activation
 
 NORMS = ("none", "batch", "layer")
@@ -17,7 +18,7 @@ def _per_layer(value, n: int, name: str) -> list:
     """Broadcast a scalar setting to ``n`` layers, or check a per-layer list has length ``n``."""
     if isinstance(value, (list, tuple)):
         if len(value) != n:
-            raise ValueError(f"CNN '{name}' has {len(value)} entries but there are {n} conv layers.")
+            raise ConfigError(f"CNN '{name}' has {len(value)} entries but there are {n} conv layers.")
         return list(value)
     return [value] * n
 
@@ -57,29 +58,29 @@ class CNN(nn.Sequential):
     ) -> None:
         super().__init__()
         if len(input_dim) != 2:
-            raise ValueError(f"CNN input_dim must be (H, W), got {tuple(input_dim)}.")
+            raise ConfigError(f"CNN input_dim must be (H, W), got {tuple(input_dim)}.")
         n = len(output_channels)
         if n == 0:
-            raise ValueError("CNN needs at least one conv layer in output_channels.")
+            raise ConfigError("CNN needs at least one conv layer in output_channels.")
         kernels = _per_layer(kernel_size, n, "kernel_size")
         strides = _per_layer(stride, n, "stride")
         dilations = _per_layer(dilation, n, "dilation")
         norms = [str(x).lower() for x in _per_layer(norm, n, "norm")]
         pools = _per_layer(max_pool, n, "max_pool")
         if global_pool not in GLOBAL_POOLS:
-            raise ValueError(f"Unknown CNN global_pool '{global_pool}'. Valid: {', '.join(GLOBAL_POOLS)}.")
+            raise ConfigError(f"Unknown CNN global_pool '{global_pool}'. Valid: {', '.join(GLOBAL_POOLS)}.")
         self.input_shape = (int(input_channels), int(input_dim[0]), int(input_dim[1]))
         c, h, w = self.input_shape
         for out_c, k, s, d, nm, pool in zip(output_channels, kernels, strides, dilations, norms, pools):
             if nm not in NORMS:
-                raise ValueError(f"Unknown CNN norm '{nm}'. Valid: {', '.join(NORMS)}.")
+                raise ConfigError(f"Unknown CNN norm '{nm}'. Valid: {', '.join(NORMS)}.")
             pad = d * (k - 1) // 2
             self.append(nn.Conv2d(c, out_c, k, stride=s, padding=pad, dilation=d))
             c = int(out_c)
             h = (h + 2 * pad - d * (k - 1) - 1) // s + 1
             w = (w + 2 * pad - d * (k - 1) - 1) // s + 1
             if h < 1 or w < 1:
-                raise ValueError(f"CNN layers shrink the {self.input_shape[1:]} input to nothing; "
+                raise ConfigError(f"CNN layers shrink the {self.input_shape[1:]} input to nothing; "
                                  "reduce strides/kernels or pooling.")
             if nm == "batch":
                 self.append(nn.BatchNorm2d(c))
@@ -90,7 +91,7 @@ class CNN(nn.Sequential):
                 self.append(nn.MaxPool2d(2, 2))
                 h, w = h // 2, w // 2
                 if h < 1 or w < 1:
-                    raise ValueError(f"CNN layers shrink the {self.input_shape[1:]} input to nothing; "
+                    raise ConfigError(f"CNN layers shrink the {self.input_shape[1:]} input to nothing; "
                                      "reduce strides/kernels or pooling.")
         if global_pool == "avg":
             self.append(nn.AdaptiveAvgPool2d(1))

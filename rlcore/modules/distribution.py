@@ -21,6 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from rlcore.errors import ConfigError
+
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _STD_TYPES = ("scalar", "log")
 
@@ -46,7 +48,7 @@ class Distribution(nn.Module):
         """
         super().__init__()
         if int(output_dim) <= 0:
-            raise ValueError(f"output_dim must be positive, got {output_dim}.")
+            raise ConfigError(f"output_dim must be positive, got {output_dim}.")
         self.output_dim = int(output_dim)
 
     @property
@@ -124,13 +126,13 @@ def _resolve_std_range(std_range: tuple[float, float]) -> tuple[float, float]:
     low, high = float(std_range[0]), float(std_range[1])
     low = max(low, 1e-6)
     if not high >= low:
-        raise ValueError(f"Invalid std_range {tuple(std_range)}: need 0 < min <= max.")
+        raise ConfigError(f"Invalid std_range {tuple(std_range)}: need 0 < min <= max.")
     return low, high
 
 
 def _check_std_type(std_type: str) -> None:
     if std_type not in _STD_TYPES:
-        raise ValueError(f"Unknown std_type '{std_type}'. Valid options: {', '.join(repr(t) for t in _STD_TYPES)}.")
+        raise ConfigError(f"Unknown std_type '{std_type}'. Valid options: {', '.join(repr(t) for t in _STD_TYPES)}.")
 
 
 def _normal_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
@@ -172,7 +174,7 @@ class GaussianDistribution(Distribution):
         super().__init__(output_dim)
         _check_std_type(std_type)
         if not init_std > 0:
-            raise ValueError(f"init_std must be positive, got {init_std}.")
+            raise ConfigError(f"init_std must be positive, got {init_std}.")
         self.std_type = std_type
         self.init_std = float(init_std)
         self.std_range = _resolve_std_range(std_range)
@@ -269,7 +271,7 @@ class HeteroscedasticGaussianDistribution(GaussianDistribution):
         Distribution.__init__(self, output_dim)
         _check_std_type(std_type)
         if not init_std > 0:
-            raise ValueError(f"init_std must be positive, got {init_std}.")
+            raise ConfigError(f"init_std must be positive, got {init_std}.")
         self.std_type = std_type
         self.init_std = float(init_std)
         self.std_range = _resolve_std_range(std_range)
@@ -307,7 +309,7 @@ class HeteroscedasticGaussianDistribution(GaussianDistribution):
         """
         layer = _last_linear(mlp)
         if layer.out_features != 2 * self.output_dim or layer.bias is None:
-            raise ValueError(
+            raise ConfigError(
                 f"{type(self).__name__} needs a last nn.Linear with bias and out_features={2 * self.output_dim}, "
                 f"got out_features={layer.out_features}, bias={layer.bias is not None}."
             )
@@ -353,9 +355,9 @@ class BetaDistribution(Distribution):
         super().__init__(output_dim)
         low, high = float(action_range[0]), float(action_range[1])
         if not high > low:
-            raise ValueError(f"Invalid action_range {tuple(action_range)}: need low < high.")
+            raise ConfigError(f"Invalid action_range {tuple(action_range)}: need low < high.")
         if not 0.0 <= eps < 0.5:
-            raise ValueError(f"eps must be in [0, 0.5), got {eps}.")
+            raise ConfigError(f"eps must be in [0, 0.5), got {eps}.")
         self.action_range = (low, high)
         self.eps = float(eps)
         self._scale = high - low
@@ -443,7 +445,7 @@ class BetaDistribution(Distribution):
         """
         layer = _last_linear(mlp)
         if layer.out_features != 2 * self.output_dim:
-            raise ValueError(
+            raise ConfigError(
                 f"{type(self).__name__} needs a last nn.Linear with out_features={2 * self.output_dim}, "
                 f"got {layer.out_features}."
             )
@@ -500,7 +502,7 @@ def _resolve_distribution_class(name: str | type) -> type[Distribution]:
     if isinstance(name, type):
         cls = name
     elif not isinstance(name, str):
-        raise TypeError(f"Distribution class_name must be a string or a class, got {type(name).__name__}.")
+        raise ConfigError(f"Distribution class_name must be a string or a class, got {type(name).__name__}.")
     elif ":" in name:
         module_path, attr = name.rsplit(":", 1)
         cls = importlib.import_module(module_path)
@@ -511,10 +513,10 @@ def _resolve_distribution_class(name: str | type) -> type[Distribution]:
         lookup.update({alias: DISTRIBUTIONS[target] for alias, target in _ALIASES.items()})
         if name.lower() not in lookup:
             valid = ", ".join(list(DISTRIBUTIONS) + list(_ALIASES))
-            raise ValueError(f"Unknown distribution '{name}'. Valid names: {valid}.")
+            raise ConfigError(f"Unknown distribution '{name}'. Valid names: {valid}.")
         cls = lookup[name.lower()]
     if not (isinstance(cls, type) and issubclass(cls, Distribution)):
-        raise TypeError(f"'{name}' does not resolve to a Distribution subclass.")
+        raise ConfigError(f"'{name}' does not resolve to a Distribution subclass.")
     return cls
 
 
@@ -540,12 +542,12 @@ def resolve_distribution(cfg: dict | None, output_dim: int) -> Distribution | No
         return None
     kwargs = dict(cfg)
     if "class_name" not in kwargs:
-        raise ValueError(f"Distribution config needs a 'class_name' key, got keys {sorted(kwargs)}.")
+        raise ConfigError(f"Distribution config needs a 'class_name' key, got keys {sorted(kwargs)}.")
     cls = _resolve_distribution_class(kwargs.pop("class_name"))
     params = inspect.signature(cls.__init__).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         valid = [k for k, p in params.items() if k not in ("self", "output_dim") and p.kind is not p.VAR_POSITIONAL]
         unknown = [k for k in kwargs if k not in valid]
         if unknown:
-            raise TypeError(f"Unknown argument(s) {unknown} for {cls.__name__}. Valid arguments: {valid}.")
+            raise ConfigError(f"Unknown argument(s) {unknown} for {cls.__name__}. Valid arguments: {valid}.")
     return cls(output_dim, **kwargs)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn as nn
 
+from rlcore.errors import ConfigError
 from rlcore.modules.activation import activation_gain, resolve_activation
 
 
@@ -66,7 +67,7 @@ class MLP(nn.Sequential):
         if init_gains is None:
             init_gains = [activation_gain(activation)] * (len(layers) - 1) + [0.01]
         if len(init_gains) != len(layers):
-            raise ValueError(f"init_gains has {len(init_gains)} entries but the MLP has {len(layers)} Linear layers.")
+            raise ConfigError(f"init_gains has {len(init_gains)} entries but the MLP has {len(layers)} Linear layers.")
         for layer, gain in zip(layers, init_gains):
             nn.init.orthogonal_(layer.weight, gain=float(gain))
             nn.init.zeros_(layer.bias)

@@ -7,6 +7,7 @@ from typing import Union
 import torch
 import torch.nn as nn
 
+from rlcore.errors import ConfigError
 from rlcore.utils.trajectories import unpad_trajectories
 
 HiddenState = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor], None]
@@ -28,7 +29,7 @@ class RNN(nn.Module):
         super().__init__()
         rnn_type = str(type).lower()
         if rnn_type not in RNN_TYPES:
-            raise ValueError(f"Unknown rnn_type '{type}'. Valid types: {', '.join(RNN_TYPES)}.")
+            raise ConfigError(f"Unknown rnn_type '{type}'. Valid types: {', '.join(RNN_TYPES)}.")
         self.rnn_type = rnn_type
         self.rnn = (nn.GRU if rnn_type == "gru" else nn.LSTM)(input_size, hidden_dim, num_layers)
         self.hidden_dim = hidden_dim

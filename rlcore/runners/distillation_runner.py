@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rlcore.errors import ConfigError
 from rlcore.runners.on_policy_runner import OnPolicyRunner
 
 
@@ -18,7 +19,7 @@ class DistillationRunner(OnPolicyRunner):
 
     def _check_ready(self) -> None:
         if not getattr(self.alg, "teacher_loaded", False):
-            raise ValueError(
+            raise ConfigError(
                 "Distillation needs a trained teacher: call runner.load(<PPO checkpoint>) before learn() "
                 "(command line: algorithm=distillation teacher=<path to model_<it>.pt>)."
             )
@@ -32,7 +33,7 @@ class DistillationRunner(OnPolicyRunner):
             return
         if list(saved) != list(own):
             source = "its PPO actor" if is_ppo else "its teacher"
-            raise ValueError(f"Checkpoint '{path}': {source} was trained on observation groups {list(saved)}, but "
+            raise ConfigError(f"Checkpoint '{path}': {source} was trained on observation groups {list(saved)}, but "
                              f"obs_groups['teacher'] is {list(own)}; set obs_groups['teacher'] to {list(saved)}.")
 
 

@@ -14,11 +14,11 @@ from rlcore.algorithms.factory import construct_algorithm
 from rlcore.env import VecEnv
 from rlcore.utils.checkpoint import get_rng_states, load_checkpoint, save_atomic, seed_everything, set_rng_states
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
-from rlcore.utils.export import export_jit, export_onnx
-from rlcore.utils.logger import ConsoleReport, EpisodeStats, Writer
+from rlcore.utils.export import export_jit, export_onnx, policy_metadata
+from rlcore.utils.logger import Logger
 
 RUNNER_DEFAULTS = {
-    "seed": 1,
+    "seed": None,  # None: the runner does not seed (the caller's own seeding stands); an int: seed + rank
     "num_steps_per_env": 24,
     "max_iterations": 1500,
     "save_interval": 50,
@@ -55,16 +55,23 @@ class OnPolicyRunner:
         self.cfg["multi_gpu"] = self.multi_gpu_cfg
         self.device = self._setup_distributed(device)
         self.is_main = self.rank == 0
-        seed_everything(int(self.cfg["seed"]) + self.rank)
+        if self.cfg["seed"] is not None:
+            seed_everything(int(self.cfg["seed"]) + self.rank)
         self.num_steps_per_env = int(self.cfg["num_steps_per_env"])
 
         obs = env.get_observations().to(self.device)
         self.alg = construct_algorithm(obs, env, self.cfg, self.device)
         self.alg.broadcast_parameters()
         self.log_dir = log_dir if self.is_main else None
-        self.current_learning_iteration = 0
-        self.fresh_start = True
-        self._writer: Writer | None = None
+        self._current_learning_iteration = 0
+        self.fresh_start = True  # no iteration completed or restored yet (learn() starts at 0 and warms up)
+        # Whether the env's episodes are under way (restored from a checkpoint, or stepped by learn()): only
+        # then does learn(init_at_random_ep_len=True) keep the episode lengths as they are.
+        self._env_running = False
+        # rsl_rl's logger object: writer, log_dir, save_model, git_status_repos, ... (rank 0 logs, others keep quiet).
+        self.logger = Logger(log_dir=log_dir, cfg=self.cfg, env_cfg=getattr(env, "cfg", None), num_envs=env.num_envs,
+                             is_distributed=self.is_distributed, gpu_world_size=self.world_size,
+                             gpu_global_rank=self.rank, device=self.device)
 
     # ------------------------------------------------------------------ set-up
     def _setup_distributed(self, device: str) -> str:
@@ -83,6 +90,39 @@ class OnPolicyRunner:
                                     rank=self.rank, world_size=self.world_size)
         return device
 
+    # rsl_rl's names for the distributed set-up and runner settings (read by framework runner subclasses).
+    @property
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def gpu_world_size(self) -> int:
+        return self.world_size
+
+    @property
+    def gpu_global_rank(self) -> int:
+        return self.rank
+
+    @property
+    def gpu_local_rank(self) -> int:
+        return int((self.multi_gpu_cfg or {}).get("local_rank", 0))
+
+    @property
+    def save_interval(self) -> int:
+        return int(self.cfg["save_interval"])
+
+    @property
+    def current_learning_iteration(self) -> int:
+        """Number of the last completed (or restored) iteration, counted from 0 as in rsl_rl; 0 when fresh."""
+        return self._current_learning_iteration
+
+    @current_learning_iteration.setter
+    def current_learning_iteration(self, value: int) -> None:
+        # Set by learn() after an iteration, by load() on a resume, or by a subclass's own load() (mjlab's runner
+        # sets it from the checkpoint itself): that iteration is done, learn() continues with the next one.
+        self._current_learning_iteration = int(value)
+        self.fresh_start = False
+
     @property
     def models(self) -> dict[str, torch.nn.Module]:
         return {n: getattr(self.alg, n) for n in ("actor", "critic", "student", "teacher") if hasattr(self.alg, n)}
@@ -90,55 +130,56 @@ class OnPolicyRunner:
     # ------------------------------------------------------------------ training
     def learn(self, num_learning_iterations: int | None = None, init_at_random_ep_len: bool = False,
               callback: Callable[[int, dict], bool | None] | None = None) -> None:
-        """Run ``num_learning_iterations`` iterations (default: ``max_iterations``) from the current one.
+        """Run ``num_learning_iterations`` iterations (default: ``max_iterations``).
 
-        ``callback(iteration, episode_stats)`` runs on the main process after every iteration with the
-        iteration's logged episode/env statistics; returning True stops training (benchmarks use it).
+        Iterations are numbered from 0 as in rsl_rl: ``current_learning_iteration`` is the number of the last
+        completed one (2 after ``learn(3)`` on a fresh runner), checkpoints are ``model_<that number>.pt``
+        (every ``save_interval``-th, starting with ``model_0.pt``, and the last one), and a resumed run continues
+        with the next number. ``callback(iteration, episode_stats)`` runs on the main process after every
+        iteration with the iteration's logged episode/env statistics; returning True stops training.
         """
         num_it = int(num_learning_iterations if num_learning_iterations is not None else self.cfg["max_iterations"])
         self._check_ready()
-        if init_at_random_ep_len and self.fresh_start:
+        if init_at_random_ep_len and not self._env_running:  # fresh envs (also after a resume without env state)
             self.env.episode_length_buf = torch.randint_like(
                 self.env.episode_length_buf, high=int(torch.as_tensor(self.env.max_episode_length).max()))
+        self._env_running = True
         self.alg.train_mode()
         obs = self.env.get_observations().to(self.device)
         if self.fresh_start:
             obs = self._warm_up_normalizers(obs)
-        if self.log_dir is not None and self._writer is None:
-            os.makedirs(self.log_dir, exist_ok=True)
-            self._writer = Writer(self.log_dir, self.cfg["logger"], self.cfg["wandb_project"],
-                                  self.cfg.get("run_name") or None, config=_plain(self.cfg))
-        stats = EpisodeStats(self.env.num_envs, self.device)
-        report = ConsoleReport(num_it, self.current_learning_iteration) if self.is_main else None
-        start = self.current_learning_iteration
-        steps_per_it = self.num_steps_per_env * self.env.num_envs * self.world_size
+        self.logger.init_logging_writer()
+        start = self.current_learning_iteration + (0 if self.fresh_start else 1)
+        saved = None  # the iteration whose checkpoint was written last in this call
         try:
             for it in range(start, start + num_it):
                 t0 = time.perf_counter()
-                obs = self._collect(obs, stats)
+                obs = self._collect(obs)
                 t1 = time.perf_counter()
                 losses = self.alg.update()
                 t2 = time.perf_counter()
-                self.current_learning_iteration = it + 1
+                self.current_learning_iteration = it
                 self.fresh_start = False
-                if self.is_main:
-                    ep = stats.collect()
-                    if it % int(self.cfg["log_interval"]) == 0 or it == start + num_it - 1:
-                        report.print(it, steps_per_it, t1 - t0, t2 - t1, ep, losses)
-                    self._log(it, ep, losses, steps_per_it, t1 - t0, t2 - t1)
-                    if callback is not None and callback(it, {**ep, "collect_s": t1 - t0, "learn_s": t2 - t1}):
-                        break
-                if self.log_dir is not None and (it + 1) % int(self.cfg["save_interval"]) == 0:
-                    self.save(os.path.join(self.log_dir, f"model_{it + 1}.pt"))
+                ep = self.logger.log(
+                    it=it, start_it=start, total_it=start + num_it, collect_time=t1 - t0, learn_time=t2 - t1,
+                    loss_dict=losses, learning_rate=losses.get("learning_rate", getattr(self.alg, "learning_rate", 0.0)),
+                    action_std=self._action_std(), rnd_weight=self._rnd_weight())
+                if self.log_dir is not None and it % self.save_interval == 0:
+                    self.save(os.path.join(self.log_dir, f"model_{it}.pt"))
+                    saved = it
+                if self.is_main and callback is not None and callback(it, {**ep, "collect_s": t1 - t0,
+                                                                          "learn_s": t2 - t1}):
+                    break
         except KeyboardInterrupt:
-            if self.log_dir is not None:
+            if self.log_dir is not None and start <= self.current_learning_iteration != saved:
                 path = self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
                 print(f"\n[rlcore] interrupted: saved {path}")
             raise
-        if self.log_dir is not None:
+        if self.log_dir is not None and start <= self.current_learning_iteration != saved:  # the last one
             self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
+        self.logger.stop_logging_writer()
 
-    def _collect(self, obs: TensorDict, stats: EpisodeStats) -> TensorDict:
+    def _collect(self, obs: TensorDict) -> TensorDict:
         """One rollout of ``num_steps_per_env`` steps, then the return computation."""
         clip = self.cfg["clip_actions"]
         bad = None
@@ -153,7 +194,7 @@ class OnPolicyRunner:
                     step_bad = _non_finite_flags(obs, rewards)
                     bad = step_bad if bad is None else bad | step_bad
                 self.alg.process_env_step(obs, rewards, dones, extras)
-                stats.step(rewards, dones, extras)
+                self.logger.process_env_step(rewards, dones, extras)
             _raise_if_non_finite(bad, obs)  # one host sync per rollout, not per step
             self.alg.compute_returns(obs)
         return obs
@@ -193,19 +234,19 @@ class OnPolicyRunner:
     def _check_ready(self) -> None:
         """Hook for subclasses (distillation needs its teacher loaded)."""
 
-    def _log(self, it: int, ep: dict, losses: dict, steps: int, collect_s: float, learn_s: float) -> None:
-        if self._writer is None:
-            return
-        scalars = dict(ep)
-        scalars.update({f"Loss/{k}": v for k, v in losses.items() if k != "learning_rate"})
-        scalars["Loss/learning_rate"] = losses.get("learning_rate", float("nan"))
-        scalars["Perf/steps_per_s"] = steps / max(collect_s + learn_s, 1e-9)
-        scalars["Perf/collection_time"] = collect_s
-        scalars["Perf/learning_time"] = learn_s
-        actor = self.alg.get_policy()
-        if getattr(actor, "distribution", None) is not None and getattr(actor.distribution, "std_param", None) is not None:
-            scalars["Policy/mean_std"] = float(actor.distribution.std_param.detach().mean())
-        self._writer.add_scalars(scalars, it)
+    def _action_std(self) -> torch.Tensor | None:
+        """The policy's action std of its last distribution update (None for a deterministic policy)."""
+        policy = self.alg.get_policy()
+        if getattr(policy, "distribution", None) is None:
+            return None
+        try:
+            return policy.output_std
+        except (AttributeError, RuntimeError, TypeError):  # no distribution update yet
+            return None
+
+    def _rnd_weight(self) -> float | None:
+        rnd = getattr(self.alg, "rnd", None)
+        return None if rnd is None else float(rnd.weight)
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str, infos: dict | None = None) -> str:
@@ -214,15 +255,18 @@ class OnPolicyRunner:
         state["iter"] = self.current_learning_iteration
         state["infos"] = infos
         state["train_cfg"] = _plain(self.cfg)
+        state["obs_groups"] = _plain(self.cfg.get("obs_groups"))  # checked when this actor becomes a teacher
         state["rng_states"] = get_rng_states()
         state["hidden_states"] = {n: m.get_hidden_state() for n, m in self.models.items()
                                   if getattr(m, "is_recurrent", False)}
         if hasattr(self.env, "state_dict"):
             state["env_state"] = self.env.state_dict()
-        return save_atomic(state, path)
+        save_atomic(state, path)
+        self.logger.save_model(path, self.current_learning_iteration)  # e.g. wandb uploads it
+        return path
 
-    def load(self, path: str, load_optimizer: bool = True, map_location: str | None = None,
-             load_cfg: dict | None = None, strict: bool = True) -> dict:
+    def load(self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None,
+             load_optimizer: bool = True) -> dict:
         """Load a checkpoint. A full resume also restores the iteration count, RNG, env and recurrent state."""
         ckpt = load_checkpoint(path, map_location=map_location or self.device)
         self._check_compatible(ckpt, path)
@@ -240,6 +284,7 @@ class OnPolicyRunner:
                     set_rng_states(ckpt["rng_states"])
                 if "env_state" in ckpt and hasattr(self.env, "load_state_dict"):
                     self.env.load_state_dict(ckpt["env_state"])
+                    self._env_running = True
                 for name, h in (ckpt.get("hidden_states") or {}).items():
                     if name in self.models and h is not None:
                         self.models[name].reset(hidden_state=h)
@@ -272,24 +317,43 @@ class OnPolicyRunner:
             raise ValueError(f"Checkpoint '{path}' was written for a different model: " + "; ".join(diffs) + ".")
 
     # ------------------------------------------------------------------ deployment
-    def get_inference_policy(self, device: str | None = None) -> Callable[[TensorDict], torch.Tensor]:
-        """Deterministic policy ``obs -> actions`` in eval mode."""
+    def get_inference_policy(self, device: str | None = None) -> torch.nn.Module:
+        """The policy model in eval mode (moved to ``device`` if given): ``policy(obs)`` gives deterministic actions.
+
+        As in rsl_rl this is the trained model itself, not a copy (a recurrent one keeps its hidden state;
+        ``policy.reset(dones)`` clears it).
+        """
         self.alg.eval_mode()
         policy = self.alg.get_policy()
         if device is not None:
             policy.to(device)
-        return lambda obs: policy(obs, stochastic_output=False)
+        return policy
 
     def export_policy_to_jit(self, path: str, filename: str = "policy.pt") -> str:
         return export_jit(self.alg.get_policy().as_jit(), os.path.join(path, filename))
 
     def export_policy_to_onnx(self, path: str, filename: str = "policy.onnx", verbose: bool = False) -> str:
-        return export_onnx(self.alg.get_policy().as_onnx(verbose), os.path.join(path, filename))
+        """Write the policy as ONNX with the task's deployment interface in its ``metadata_props``."""
+        policy = self.alg.get_policy()
+        module = policy.as_onnx(verbose)
+        task = (self.cfg.get("task") or {}).get("name") if isinstance(self.cfg.get("task"), dict) else None
+        return export_onnx(module, os.path.join(path, filename), metadata=policy_metadata(module, policy, self.env, task))
+
+    def add_git_repo_to_log(self, repo_file_path: str) -> None:
+        """Also store the git state (commit, status, diff) of the repository holding ``repo_file_path`` when training
+        starts, in ``<log_dir>/git/<repository>.diff`` (rlcore's own repository is always stored)."""
+        self.logger.git_status_repos.append(repo_file_path)
+
+    def train_mode(self) -> None:
+        """Models in training mode (dropout etc.); the teacher of a distillation stays in eval mode."""
+        self.alg.train_mode()
+
+    def eval_mode(self) -> None:
+        self.alg.eval_mode()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        """Close the logging writer (``learn`` closes it too when it ends)."""
+        self.logger.stop_logging_writer()
 
 
 def _non_finite_flags(obs: TensorDict, rewards: torch.Tensor) -> torch.Tensor:

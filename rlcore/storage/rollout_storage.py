@@ -13,12 +13,14 @@ environments. Conventions:
 
 from __future__ import annotations
 
-import torch
 from collections.abc import Generator
 from dataclasses import dataclass
-from tensordict import TensorDictBase
 from typing import Union
 
+import torch
+from tensordict import TensorDictBase
+
+from rlcore.errors import ConfigError
 from rlcore.utils.trajectories import split_and_pad_trajectories, trajectory_starts
 
 HiddenState = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor], None]
@@ -104,7 +106,7 @@ class RolloutStorage:
             device: Device of the buffers.
         """
         if training_type not in _TRAINING_TYPES:
-            raise ValueError(f"Unknown training_type '{training_type}'. Valid types are: 'rl', 'distillation'.")
+            raise ConfigError(f"Unknown training_type '{training_type}'. Valid types are: 'rl', 'distillation'.")
         self.training_type = training_type
         self.device = torch.device(device)
         self._num_envs = num_envs
@@ -248,7 +250,7 @@ class RolloutStorage:
     def _check_divisible(total: int, num_mini_batches: int, what: str) -> int:
         """Return ``total // num_mini_batches``, raising ValueError if it does not divide exactly."""
         if num_mini_batches <= 0 or total % num_mini_batches != 0:
-            raise ValueError(
+            raise ConfigError(
                 f"{what} = {total} must be divisible by num_mini_batches = {num_mini_batches} "
                 "so that every transition is used exactly once per epoch."
             )

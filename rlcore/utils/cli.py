@@ -11,7 +11,7 @@ import sys
 import sysconfig
 from collections.abc import Iterator, Sequence
 
-from rlcore.utils.config_schema import ConfigError
+from rlcore.errors import ConfigError
 
 #: Exit status of a user error (bad option, bad value, missing file): argparse's convention.
 USER_ERROR_EXIT = 2
@@ -20,7 +20,7 @@ USER_ERROR_EXIT = 2
 _CONF_MARKERS = ("config.yaml", os.path.join("model", "mlp.yaml"))
 
 
-class UserError(Exception):
+class UserError(ConfigError):
     """A mistake in the command line, the config or the files it names: reported as one line, no stack trace."""
 
 
@@ -201,9 +201,17 @@ def check_device(device: str) -> str:
 
 
 # ============================================================================ error reporting
-#: Exceptions that mean "the user asked for something that cannot work", not "rlcore has a bug".
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ConfigError, FileNotFoundError, ValueError, KeyError,
-                                                TypeError)
+#: Exceptions that mean "the user asked for something that cannot work", not "rlcore has a bug": rlcore's
+#: validation error (``ConfigError``, ``UserError`` is one) and a file that does not exist. Anything else,
+#: a ``ValueError`` or ``KeyError`` from inside training included, is reported with its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
+
+#: Exit status of an unexpected error (a bug in rlcore or in the user's own code).
+BUG_EXIT = 1
+
+BUG_HINT = ("this is not a configuration error but an unexpected exception, probably a bug in rlcore (or in "
+            "your own task/model code): the traceback above shows where. Please report it with the command and "
+            "the traceback; set RLCORE_DEBUG=1 to see the traceback of user errors too.")
 
 
 def one_line(err: BaseException) -> str:
@@ -215,7 +223,12 @@ def one_line(err: BaseException) -> str:
 
 @contextlib.contextmanager
 def user_errors(errors: tuple[type[BaseException], ...] = USER_ERRORS) -> Iterator[None]:
-    """Turn ``errors`` into ``error: <one line>`` on stderr and exit status 2 (``RLCORE_DEBUG=1`` re-raises)."""
+    """Report ``errors`` as ``error: <one line>`` on stderr with exit status 2; anything else as a bug.
+
+    A bug (any other ``Exception``) prints its full traceback and a short hint, and exits with status 1, so
+    that a library defect in the middle of training never looks like a config mistake. ``RLCORE_DEBUG=1``
+    re-raises user errors with their traceback.
+    """
     try:
         yield
     except KeyboardInterrupt:
@@ -225,6 +238,12 @@ def user_errors(errors: tuple[type[BaseException], ...] = USER_ERRORS) -> Iterat
             raise
         print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
         sys.exit(USER_ERROR_EXIT)
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print(f"error (unexpected): {BUG_HINT}", file=sys.stderr, flush=True)
+        sys.exit(BUG_EXIT)
 
 
 def is_main_process() -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from tensordict import TensorDict
 
@@ -24,20 +25,42 @@ _KNOWN_CLASSES = {
 }
 
 
-def resolve_callable(name: str | type):
-    """A class from a short name (``"PPO"``), a ``"module:Class"`` or ``"module.Class"`` path, or a class."""
+_SEARCHED_PACKAGES = ("algorithms", "models", "modules", "runners", "storage", "extensions", "utils", "env")
+"""Where a simple name that is not a known short name is looked up (``rlcore.<package>.<name>``), like rsl_rl."""
+
+
+def resolve_callable(callable_or_name: type | Callable | str) -> Callable:
+    """A class or function from itself, a short name, or an import path.
+
+    Accepted forms: a callable (returned as is); a known short name (``"PPO"``, ``"MLPModel"``, rsl_rl 4.x
+    aliases such as ``"ActorCritic"``); ``"package.module:Attr.Nested"``; ``"package.module.Attr"``; any other
+    simple name exported by one of rlcore's packages (``"GaussianDistribution"``, ``"WandbLogWriter"``).
+
+    Raises:
+        ValueError: the name cannot be resolved (the message says why and lists the known short names).
+    """
+    if callable(callable_or_name):
+        return callable_or_name
+    name = callable_or_name
     if not isinstance(name, str):
-        return name
+        raise ValueError(f"Expected a class, a function or a name, got {type(name).__name__} {name!r}.")
     target = _KNOWN_CLASSES.get(name, name)
     if ":" in target:
         module_name, attr = target.split(":", 1)
     elif "." in target:
         module_name, attr = target.rsplit(".", 1)
     else:
+        for package in _SEARCHED_PACKAGES:
+            module = importlib.import_module(f"rlcore.{package}")
+            if name in getattr(module, "__all__", ()):
+                return getattr(module, name)
         raise ValueError(f"Unknown class_name '{name}'. Known names: {', '.join(sorted(_KNOWN_CLASSES))}, "
                          "or give a full 'package.module:Class' path.")
     try:
-        return getattr(importlib.import_module(module_name), attr)
+        obj = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
     except (ImportError, AttributeError) as err:
         raise ValueError(f"class_name '{name}' could not be resolved ({err}).") from None
 
@@ -60,8 +83,8 @@ _SET_FALLBACKS = {
 }
 
 
-def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, required_sets: list[str]) -> dict[str, list[str]]:
-    """Complete ``obs_groups`` with defaults for ``required_sets`` and check every group exists.
+def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, default_sets: list[str]) -> dict[str, list[str]]:
+    """Complete ``obs_groups`` with defaults for the sets an algorithm needs (``default_sets``); check every group.
 
     A missing set is filled, with a printed notice, by the first that applies: an env group with the
     set's own name (rsl_rl's rule: an env group ``critic`` feeds the critic); then another set —
@@ -86,7 +109,7 @@ def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, required_set
                     f"available groups: {', '.join(available)}."
                 )
         resolved[name] = groups
-    for name in required_sets:
+    for name in default_sets:
         if name in resolved:
             continue
         if name in available:
@@ -108,3 +131,11 @@ def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, required_set
                 f"observation groups from: {', '.join(available)}."
             )
     return resolved
+
+
+def get_param(param: Any, idx: int) -> Any:
+    """The ``idx``-th entry of a per-layer setting given as a list or tuple, or the setting itself if it is scalar.
+
+    E.g. ``get_param([3, 5], 1) == 5`` and ``get_param(3, 1) == 3`` (one kernel size for every layer).
+    """
+    return param[idx] if isinstance(param, (list, tuple)) else param

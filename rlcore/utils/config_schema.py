@@ -30,9 +30,7 @@ from typing import Any, Dict, List, Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-
-class ConfigError(ValueError):
-    """A config value has the wrong type, is out of range, or a key is unknown (message names the key path)."""
+from rlcore.errors import ConfigError  # a value of the wrong type, out of range, or an unknown key
 
 
 # ============================================================================ enums (lower-case names = values)
@@ -175,6 +173,7 @@ class PPOCfg:
     use_bf16: bool = False
     torch_compile: bool = False
     grad_reduce_bucket_mb: float = 25.0
+    clip_gradients_jointly: bool = False  # clip the joint actor+critic gradient norm instead of each model's
     share_cnn_encoders: bool = False  # consumed by the factory (CNN critic reuses the actor's encoders)
 
 
@@ -207,6 +206,7 @@ class RNDCfg:
     state_normalization: bool = False
     reward_normalization: bool = False
     weight_schedule: Optional[Dict[str, Any]] = None
+    step_dt: Optional[float] = None  # seconds per env step; None: the env's step_dt
 
 
 @dataclass

@@ -1,14 +1,23 @@
-"""Training statistics: episode returns/lengths, env logs, losses -> console (rich), TensorBoard, wandb."""
+"""Training statistics and logging: episode returns/lengths, env logs, losses -> console (rich), TensorBoard, wandb.
+
+:class:`Logger` is the runner's ``logger`` attribute, with rsl_rl 5.x's interface (``writer``, ``log_dir``,
+``save_model``, ``git_status_repos``, ...), so runner subclasses written for rsl_rl work unchanged.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import pathlib
+import subprocess
 import time
+from collections import deque
 
 import torch
 
 LOGGER_TYPES = ("tensorboard", "wandb", "none")
+"""The short forms of ``cfg["logger"]``; the long form is ``{"class_name": <LogWriter subclass>, **kwargs}``."""
 
 
 class EpisodeStats:
@@ -18,7 +27,11 @@ class EpisodeStats:
     iteration, so the rollout loop never waits on the host.
     """
 
-    def __init__(self, num_envs: int, device: str | torch.device) -> None:
+    def __init__(self, num_envs: int, device: str | torch.device, keep_episodes: bool = False) -> None:
+        self.keep_episodes = keep_episodes  # also keep each finished episode's return and length (one sync per window)
+        self._steps: list[torch.Tensor] = []  # [3, N] per step: done, return, length (keep_episodes only)
+        self.finished_returns: list[float] = []  # episodes finished in the last collected window, in step/env order
+        self.finished_lengths: list[float] = []
         self.cur_return = torch.zeros(num_envs, device=device)
         self.cur_length = torch.zeros(num_envs, device=device)
         self.done_return = torch.zeros((), device=device)
@@ -35,6 +48,8 @@ class EpisodeStats:
         self.done_return += (self.cur_return * done).sum()
         self.done_length += (self.cur_length * done).sum()
         self.done_count += done.sum()
+        if self.keep_episodes:
+            self._steps.append(torch.stack([done, self.cur_return, self.cur_length]))
         self.cur_return *= 1.0 - done
         self.cur_length *= 1.0 - done
         logs = extras.get("log", extras.get("episode"))
@@ -57,6 +72,14 @@ class EpisodeStats:
         for key, total in self.log_sums.items():
             count = float(self.log_counts[key])
             out["Env" + key] = float(total) / count if count > 0 else math.nan  # NaN: not logged
+        if self._steps:
+            steps = torch.stack(self._steps).cpu()  # [S, 3, N]
+            finished = steps[:, 0] > 0
+            self.finished_returns = steps[:, 1][finished].tolist()
+            self.finished_lengths = steps[:, 2][finished].tolist()
+            self._steps.clear()
+        else:
+            self.finished_returns, self.finished_lengths = [], []
         self.done_return.zero_()
         self.done_length.zero_()
         self.done_count.zero_()
@@ -65,39 +88,272 @@ class EpisodeStats:
         return out
 
 
-class Writer:
-    """Scalar writer: TensorBoard, wandb (honours WANDB_MODE, e.g. offline) or nothing."""
+class Logger:
+    """The runner's logging stack: episode bookkeeping, console report, scalar writer, code state, uploads.
 
-    def __init__(self, log_dir: str | None, logger_type: str = "tensorboard", project: str = "rlcore",
-                 run_name: str | None = None, config: dict | None = None) -> None:
-        if logger_type not in LOGGER_TYPES:
-            raise ValueError(f"Unknown logger '{logger_type}'. Valid: {', '.join(LOGGER_TYPES)}.")
-        self.logger_type = logger_type if log_dir is not None else "none"
-        self._tb = None
-        self._wandb = None
-        if self.logger_type == "tensorboard":
+    Args (rsl_rl 5.x's, in its order):
+        log_dir: run directory; None writes nothing (no writer, no code state).
+        cfg: the runner's train config (``logger``, ``wandb_project``, ``run_name``, ``num_steps_per_env``,
+            ``log_interval`` are read).
+        env_cfg: the environment's config, handed to ``LogWriter.store_config``.
+        num_envs: environments per process.
+        is_distributed, gpu_world_size, gpu_global_rank: only rank 0 logs (``disable_logs`` on the others).
+        device: device of the per-env episode accumulators.
+
+    Attributes read by runner subclasses: ``writer`` (a TensorBoard ``SummaryWriter``, a
+    :class:`~rlcore.utils.LogWriter`, or None; created by :meth:`init_logging_writer` when training starts),
+    ``logger_type`` (``"tensorboard"``, ``"wandb"``, ``"none"`` or the LogWriter class name, as rsl_rl <= 5.4
+    had it), ``log_dir``, ``git_status_repos``, ``rewbuffer`` / ``lenbuffer`` (returns and lengths of the last
+    100 finished episodes), ``cur_reward_sum`` / ``cur_episode_length`` (per env, running), ``tot_timesteps``,
+    ``tot_time``, ``ep_extras``, ``disable_logs``.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | None,
+        cfg: dict,
+        env_cfg: dict | object,
+        num_envs: int,
+        is_distributed: bool,
+        gpu_world_size: int,
+        gpu_global_rank: int,
+        device: str,
+    ) -> None:
+        import rlcore
+
+        self.log_dir = log_dir
+        self.cfg = cfg
+        self.env_cfg = env_cfg
+        self.num_envs = int(num_envs)
+        self.gpu_world_size = int(gpu_world_size)
+        self.device = device
+        self.disable_logs = bool(is_distributed) and int(gpu_global_rank) != 0
+        self.git_status_repos: list[str] = [rlcore.__file__]
+        self.logger_type = _logger_type(cfg.get("logger", "tensorboard"))
+        self.writer = None
+        self.tot_timesteps = 0
+        self.tot_time = 0.0
+        self.ep_extras: list[dict] = []
+        self.rewbuffer: deque[float] = deque(maxlen=100)
+        self.lenbuffer: deque[float] = deque(maxlen=100)
+        self.stats = EpisodeStats(self.num_envs, device, keep_episodes=True)
+        self.last_stats: dict[str, float] = {}
+        """The episode/env statistics of the last logged iteration (``Episode/...``, ``Env/...``)."""
+        self._report: ConsoleReport | None = None
+        self._stopped = None  # the writer stop_logging_writer closed last
+
+    @property
+    def cur_reward_sum(self) -> torch.Tensor:
+        """``[N]`` return so far of every env's running episode."""
+        return self.stats.cur_return
+
+    @property
+    def cur_episode_length(self) -> torch.Tensor:
+        """``[N]`` steps so far of every env's running episode."""
+        return self.stats.cur_length
+
+    # ------------------------------------------------------------------ writer
+    def init_logging_writer(self) -> None:
+        """Create the writer named by ``cfg["logger"]`` and store the code state (rank 0 with a log_dir only).
+
+        Called by the runner at the start of every ``learn``; as in rsl_rl each call opens a new writer (the
+        previous one was stopped at the end of the previous ``learn``).
+
+        Raises:
+            ValueError: an unknown logger name (the message lists the valid ones).
+        """
+        if self.log_dir is None or self.disable_logs:
+            return
+        from rlcore.utils.log_writer import LogWriter
+
+        spec = self.cfg.get("logger", "tensorboard")
+        spec = spec.lower() if isinstance(spec, str) else spec
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.writer = None
+        if isinstance(spec, dict) or (hasattr(spec, "items") and not isinstance(spec, str)):
+            from rlcore.utils.config import resolve_class
+
+            writer_class, kwargs = resolve_class(spec)
+            if writer_class.__name__ == "WandbLogWriter":
+                kwargs.setdefault("run_name", self.cfg.get("run_name") or None)
+            self.writer = writer_class(log_dir=self.log_dir, **kwargs)
+        elif spec == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=log_dir, flush_secs=10)
-        elif self.logger_type == "wandb":
-            import wandb
+            self.writer = SummaryWriter(log_dir=self.log_dir, flush_secs=10)
+        elif spec == "wandb":
+            from rlcore.utils.wandb_log_writer import WandbLogWriter
 
-            self._wandb = wandb.init(project=project, name=run_name, dir=log_dir, config=config or {},
-                                     mode=os.environ.get("WANDB_MODE", "online"), reinit=True)
+            self.writer = WandbLogWriter(self.log_dir, self.cfg.get("wandb_project", "rlcore"),
+                                         run_name=self.cfg.get("run_name") or None, config=plain_config(self.cfg))
+        elif spec not in (None, "none"):
+            raise ValueError(f"Unknown logger '{spec}'. Valid: {', '.join(LOGGER_TYPES)}, or "
+                             "{'class_name': <a LogWriter subclass or its import path>, ...}.")
+        files = self._store_code_state()
+        if isinstance(self.writer, LogWriter):
+            self.writer.store_config(self.env_cfg, plain_config(self.cfg))
+            for path in files:
+                self.writer.save_file(path)
 
-    def add_scalars(self, scalars: dict[str, float], step: int) -> None:
-        finite = {k: v for k, v in scalars.items() if v is not None and math.isfinite(v)}
-        if self._tb is not None:
-            for k, v in finite.items():
-                self._tb.add_scalar(k, v, step)
-        if self._wandb is not None:
-            self._wandb.log(finite, step=step)
+    def stop_logging_writer(self) -> None:
+        """Flush and close the writer (once; the object stays in ``writer`` as in rsl_rl)."""
+        from rlcore.utils.log_writer import LogWriter
 
-    def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
-        if self._wandb is not None:
-            self._wandb.finish()
+        if self.writer is None or self.writer is self._stopped:
+            return
+        if isinstance(self.writer, LogWriter):
+            self.writer.stop()
+        else:
+            self.writer.close()
+        self._stopped = self.writer
+
+    def save_model(self, path: str, it: int) -> None:
+        """Hand the checkpoint just written to ``path`` to the writer (wandb uploads it; TensorBoard ignores it)."""
+        from rlcore.utils.log_writer import LogWriter
+
+        if isinstance(self.writer, LogWriter) and self.writer is not self._stopped:
+            self.writer.save_model(path, it)
+
+    # ------------------------------------------------------------------ per step / per iteration
+    def process_env_step(
+        self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict, intrinsic_rewards: torch.Tensor | None = None
+    ) -> None:
+        """Book one env step: running returns and lengths, and the env's ``extras["log"]`` (or ``"episode"``).
+
+        The logged return is the task's (extrinsic) one: ``intrinsic_rewards`` (RND) are accepted for rsl_rl's
+        signature but not added to it (rsl_rl adds them to its mean reward).
+        """
+        if "episode" in extras:
+            self.ep_extras.append(extras["episode"])
+        elif "log" in extras:
+            self.ep_extras.append(extras["log"])
+        self.stats.step(rewards, dones, extras)
+
+    def log(
+        self,
+        it: int,
+        start_it: int,
+        total_it: int,
+        collect_time: float,
+        learn_time: float,
+        loss_dict: dict,
+        learning_rate: float,
+        action_std: torch.Tensor | None,
+        rnd_weight: float | None,
+        print_minimal: bool = False,
+        width: int = 80,
+        pad: int = 40,
+    ) -> dict[str, float]:
+        """Write iteration ``it``'s scalars, print the console block, upload new videos; return the episode stats.
+
+        ``start_it`` is this ``learn`` call's first iteration and ``total_it`` its end (exclusive). The console
+        block is printed every ``cfg["log_interval"]`` iterations and on the last one; ``print_minimal`` leaves
+        the env's metrics out of it (``width`` and ``pad`` are accepted for rsl_rl's signature; rlcore's block
+        is compact).
+        """
+        ep = self.stats.collect()
+        self.rewbuffer.extend(self.stats.finished_returns)
+        self.lenbuffer.extend(self.stats.finished_lengths)
+        self.ep_extras.clear()
+        self.last_stats = ep
+        collection_size = int(self.cfg["num_steps_per_env"]) * self.num_envs * self.gpu_world_size
+        self.tot_timesteps += collection_size
+        self.tot_time += collect_time + learn_time
+        if self.disable_logs:
+            return ep
+        if self._report is None or self._report.start != start_it:
+            self._report = ConsoleReport(total_it - start_it, start_it)
+            self._report.t0 -= collect_time + learn_time  # the clock of this learn() call started one iteration ago
+        interval = int(self.cfg.get("log_interval", 1) or 1)
+        if it % interval == 0 or it == total_it - 1:
+            shown = {k: v for k, v in ep.items() if not (print_minimal and k.startswith("Env/"))}
+            self._report.print(it, collection_size, collect_time, learn_time, shown, loss_dict)
+        if self.writer is not None and self.writer is not self._stopped:
+            scalars = dict(ep)
+            scalars.update({f"Loss/{k}": v for k, v in loss_dict.items() if k != "learning_rate"})
+            scalars["Loss/learning_rate"] = learning_rate
+            scalars["Perf/steps_per_s"] = collection_size / max(collect_time + learn_time, 1e-9)
+            scalars["Perf/collection_time"] = collect_time
+            scalars["Perf/learning_time"] = learn_time
+            if action_std is not None:
+                scalars["Policy/mean_std"] = float(action_std.detach().float().mean())
+            if rnd_weight is not None:
+                scalars["Rnd/weight"] = float(rnd_weight)
+            self._write(scalars, it)
+            self._upload_videos(it)
+        return ep
+
+    def _write(self, scalars: dict[str, float], it: int) -> None:
+        finite = {k: float(v) for k, v in scalars.items() if v is not None and math.isfinite(float(v))}
+        if hasattr(self.writer, "add_scalars_at"):  # wandb: one record per iteration
+            self.writer.add_scalars_at(finite, it)
+            return
+        for key, value in finite.items():
+            self.writer.add_scalar(key, value, it)
+
+    def _upload_videos(self, it: int) -> None:
+        from rlcore.utils.log_writer import LogWriter
+
+        if isinstance(self.writer, LogWriter) and self.log_dir is not None:
+            for video in sorted(pathlib.Path(self.log_dir).rglob("*.mp4")):
+                self.writer.save_video(video, it)
+
+    # ------------------------------------------------------------------ code state
+    def _store_code_state(self) -> list[str]:
+        """Write ``<log_dir>/git/<repo>.diff`` (commit, status, diff) for every repository of ``git_status_repos``.
+
+        A path outside any git repository, or a machine without git, is skipped with a printed notice.
+        Returns the files written.
+        """
+        written = []
+        if self.log_dir is None or self.disable_logs:
+            return written
+        for path in self.git_status_repos:
+            where = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+            try:
+                root = _git(where, "rev-parse", "--show-toplevel").strip()
+                out = os.path.join(self.log_dir, "git", f"{os.path.basename(root)}.diff")
+                if os.path.isfile(out):  # stored already (an earlier learn() or another file of the same repo)
+                    continue
+                commit = _git(root, "rev-parse", "HEAD").strip()
+                status, diff = _git(root, "status"), _git(root, "diff", "HEAD")
+            except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                print(f"[rlcore] no git repository at {path}: its code state is not stored.")
+                continue
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(f"--- git commit ---\n{commit}\n\n--- git status ---\n{status}\n\n--- git diff ---\n{diff}")
+            written.append(out)
+        return written
+
+
+def _git(cwd: str, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=30).stdout
+
+
+def _logger_type(spec) -> str:
+    """rsl_rl <= 5.4's ``logger_type``: the lower-case logger name (``"wandb"`` for a WandbLogWriter)."""
+    if isinstance(spec, str):
+        return spec.lower()
+    if spec is None:
+        return "none"
+    name = spec.get("class_name") if hasattr(spec, "get") else None
+    name = name if isinstance(name, str) else getattr(name, "__name__", str(name))
+    name = name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+    return {"WandbLogWriter": "wandb", "NeptuneLogWriter": "neptune"}.get(name, name)
+
+
+def plain_config(obj):
+    """A copy made of dicts, lists, str, numbers, bools and None (safe for weights_only loading and loggers)."""
+    if isinstance(obj, dict) or (hasattr(obj, "items") and not isinstance(obj, str)):
+        return {str(k): plain_config(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain_config(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return plain_config(dataclasses.asdict(obj))
+    return repr(obj)
 
 
 class ConsoleReport:

@@ -94,17 +94,17 @@ def split_and_pad_trajectories(
 
 
 def unpad_trajectories(
-    padded: torch.Tensor | TensorDictBase, masks: torch.Tensor
+    trajectories: torch.Tensor | TensorDictBase, masks: torch.Tensor
 ) -> torch.Tensor | TensorDictBase:
     """Inverse of :func:`split_and_pad_trajectories`: put the valid steps back in the ``[T, N]`` layout.
 
     Args:
-        padded: Padded data ``[T, num_traj, ...]`` (tensor or TensorDict with batch size ``[T, num_traj]``), e.g. the
+        trajectories: Padded data ``[T, num_traj, ...]`` (tensor or TensorDict with batch size ``[T, num_traj]``), e.g. the
             output ``[T, num_traj, H]`` of a recurrent network run on padded trajectories.
         masks: Valid-step masks ``[T, num_traj]`` as returned by :func:`split_and_pad_trajectories`.
 
     Returns:
-        Data ``[T, N, ...]`` (contiguous), of the same type as ``padded``.
+        Data ``[T, N, ...]`` (contiguous), of the same type as ``trajectories``.
     """
     num_steps, num_traj = masks.shape
     # (trajectory, time) of every valid step in env-major order; since the trajectories of an env are contiguous and
@@ -119,6 +119,6 @@ def unpad_trajectories(
         flat = value.reshape(num_steps * num_traj, *feature_shape)
         return flat.index_select(0, flat_index).view(num_steps, num_envs, *feature_shape)
 
-    if isinstance(padded, TensorDictBase):
-        return padded.apply(unpad, batch_size=[num_steps, num_envs])
-    return unpad(padded)
+    if isinstance(trajectories, TensorDictBase):
+        return trajectories.apply(unpad, batch_size=[num_steps, num_envs])
+    return unpad(trajectories)

@@ -11,6 +11,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from rlcore.errors import ConfigError
+
 
 class VideoWriter:
     """Streams RGB frames into an MP4 file; use as a context manager or call :meth:`close`.
@@ -30,7 +32,7 @@ class VideoWriter:
         self.path = os.fspath(path)
         os.makedirs(os.path.dirname(os.path.abspath(self.path)) or ".", exist_ok=True)
         if fps <= 0:
-            raise ValueError(f"fps must be positive, got {fps}")
+            raise ConfigError(f"fps must be positive, got {fps}")
         self.fps = float(fps)
         self.codec = codec or ("libx264" if "libx264" in av.codecs_available else "mpeg4")
         self._container = av.open(self.path, mode="w")

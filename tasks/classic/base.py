@@ -14,7 +14,7 @@ from abc import abstractmethod
 import torch
 from tensordict import TensorDict
 
-from rlcore.env import VecEnv
+from rlcore.env import ConfigError, VecEnv
 
 
 class ClassicTask(VecEnv):
@@ -54,7 +54,7 @@ class ClassicTask(VecEnv):
         name = type(self).__name__
         unknown = set(cfg) - set(self.DEFAULTS)
         if unknown:
-            raise TypeError(f"unknown {name} settings {sorted(unknown)}; valid: {sorted(self.DEFAULTS)}")
+            raise ConfigError(f"unknown {name} settings {sorted(unknown)}; valid: {sorted(self.DEFAULTS)}")
         self.num_envs = int(num_envs)
         self.device = torch.device(device)
         self.max_episode_length = int(max_episode_length)
@@ -225,18 +225,18 @@ class ClassicTask(VecEnv):
         """
         task = state.get("task", type(self).__name__)
         if task != type(self).__name__:
-            raise ValueError(f"Env state was saved by task {task}, cannot load it into {type(self).__name__}.")
+            raise ConfigError(f"Env state was saved by task {task}, cannot load it into {type(self).__name__}.")
         if int(state.get("num_envs", self.num_envs)) != self.num_envs:
-            raise ValueError(f"Env state was saved with num_envs={int(state['num_envs'])}, this {type(self).__name__} "
+            raise ConfigError(f"Env state was saved with num_envs={int(state['num_envs'])}, this {type(self).__name__} "
                              f"has num_envs={self.num_envs}.")
         missing = [k for k in (*self.STATE_TENSORS, "generator_state") if k not in state]
         if missing:
-            raise ValueError(f"Env state for {type(self).__name__} lacks {missing}.")
+            raise ConfigError(f"Env state for {type(self).__name__} lacks {missing}.")
         new = {}
         for name in self.STATE_TENSORS:
             current, saved = getattr(self, name), torch.as_tensor(state[name])
             if tuple(saved.shape) != tuple(current.shape):
-                raise ValueError(f"Env state '{name}' has shape {tuple(saved.shape)}, "
+                raise ConfigError(f"Env state '{name}' has shape {tuple(saved.shape)}, "
                                  f"{type(self).__name__} expects {tuple(current.shape)}.")
             new[name] = saved.to(device=current.device, dtype=current.dtype).clone()
         self.generator.set_state(torch.as_tensor(state["generator_state"]).cpu())

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from rlcore.env import ConfigError
+
 #: Per-env widths of the cart-pole observation groups: the full state (x, x_dot, theta, theta_dot), or the
 #: positions (x, theta) of a ``hide_velocity`` policy group.
 _CARTPOLE_WIDTHS = (4, 2)
@@ -29,7 +31,7 @@ def _mirror_cartpole_obs(obs: TensorDictBase) -> TensorDictBase:
         value = obs[key]
         if isinstance(value, TensorDictBase) or value.shape[-1] not in _CARTPOLE_WIDTHS:
             shape = tuple(value.shape[obs.batch_dims:]) if not isinstance(value, TensorDictBase) else "nested"
-            raise ValueError(f"cartpole_mirror: observation group '{key}' has per-env shape {shape}; expected a "
+            raise ConfigError(f"cartpole_mirror: observation group '{key}' has per-env shape {shape}; expected a "
                              f"cart-pole state group of width 4 (x, x_dot, theta, theta_dot) or 2 (x, theta).")
         mirrored[key] = -value
     return TensorDict(mirrored, batch_size=obs.batch_size, device=obs.device)

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlcore.env import ConfigError as RlcoreConfigError
+
 
 @dataclass
 class SimCfg:
@@ -162,7 +164,7 @@ class Go2Cfg:
     terrain: TerrainCfg = field(default_factory=TerrainCfg)
 
 
-class ConfigError(TypeError, ValueError):
+class ConfigError(RlcoreConfigError):
     """A Go2 setting that does not exist or has the wrong type; the message holds its key path."""
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from rlcore.env import ConfigError
+
 # Joint order FL, FR, RL, RR x (hip, thigh, calf): the mirror swaps FL/FR and RL/RR and negates hips.
 JOINT_PERM = [3, 4, 5, 0, 1, 2, 9, 10, 11, 6, 7, 8]
 JOINT_SIGN = [-1.0, 1.0, 1.0] * 4
@@ -46,7 +48,7 @@ def mirror_observations(obs: TensorDictBase) -> TensorDictBase:
         elif key == "height_scan":
             out[key] = torch.flip(value, dims=[-2])  # rows run along y, symmetric about the base
         else:
-            raise ValueError(f"go2_mirror: no mirror for observation group '{key}'; "
+            raise ConfigError(f"go2_mirror: no mirror for observation group '{key}'; "
                              "known groups: policy, privileged, height_scan")
     return TensorDict(out, batch_size=obs.batch_size, device=obs.device)
 

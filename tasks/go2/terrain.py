@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rlcore.env import ConfigError
 from tasks.go2.config import TerrainCfg
 
 TERRAIN_TYPES = ("flat", "rough")
@@ -31,10 +32,10 @@ class Terrain:
 
     def __init__(self, cfg: TerrainCfg, num_envs: int, device: torch.device, generator: torch.Generator) -> None:
         if cfg.type not in TERRAIN_TYPES:
-            raise ValueError(f"terrain.type {cfg.type!r} is not one of {list(TERRAIN_TYPES)}")
+            raise ConfigError(f"terrain.type {cfg.type!r} is not one of {list(TERRAIN_TYPES)}")
         unknown = set(cfg.proportions) - set(TILE_KINDS)
         if unknown:
-            raise ValueError(f"terrain.proportions: unknown kinds {sorted(unknown)}; valid: {list(TILE_KINDS)}")
+            raise ConfigError(f"terrain.proportions: unknown kinds {sorted(unknown)}; valid: {list(TILE_KINDS)}")
         self.cfg = cfg
         self.device = device
         self.generator = generator
@@ -60,7 +61,7 @@ class Terrain:
         """The kind of each column, in order."""
         weights = np.array([self.cfg.proportions.get(k, 0.0) for k in TILE_KINDS], dtype=np.float64)
         if weights.sum() <= 0:
-            raise ValueError("terrain.proportions: at least one kind needs a positive share")
+            raise ConfigError("terrain.proportions: at least one kind needs a positive share")
         counts = np.floor(weights / weights.sum() * self.cfg.num_cols + 1e-9).astype(int)
         while counts.sum() < self.cfg.num_cols:  # hand the remainder to the largest shares
             counts[np.argmax(weights / weights.sum() * self.cfg.num_cols - counts)] += 1

@@ -277,15 +277,44 @@ def test_unknown_loss_type_lists_valid_ones(kit):
         kit.make_distillation(kit.make_obs(2), 2, loss_type="l1")
 
 
-def test_student_needs_a_distribution(kit):
-    obs = kit.make_obs(2)
-    from rlcore.storage import RolloutStorage
-
+def test_deterministic_student_acts_with_its_output_and_learns(kit):
+    """A student without distribution_cfg (as rsl_rl allows) acts with its plain output, no noise, and learns."""
+    env = kit.FakeEnv(num_envs=8)
     groups = {"student": ["policy"], "teacher": ["policy"]}
-    student = kit.make_model(obs, "student", 2, groups=groups)
-    teacher = kit.make_model(obs, "teacher", 2, groups=groups)
-    with pytest.raises(ValueError, match="distribution_cfg"):
-        Distillation(student, teacher, RolloutStorage("distillation", 2, 2, obs, [2]))
+    alg = kit.make_distillation(env.get_observations(), 4, groups=groups, learning_rate=3e-3,
+                                student_kwargs={"hidden_dims": [32], "distribution_cfg": None},
+                                teacher_kwargs={"init_gains": [1.0, 1.0]})
+    assert alg.student.distribution is None
+    obs = env.get_observations()
+    with torch.inference_mode():
+        torch.testing.assert_close(alg.act(obs), alg.student(obs), rtol=0, atol=0)  # exactly the output
+    alg.storage.clear()
+    alg.transition.clear()
+    held_out = kit.make_obs(128)
+    initial = _mse_to_teacher(alg, held_out)
+    for _ in range(20):
+        kit.collect(alg, env, 4, compute_returns=False)
+        alg.update()
+    assert _mse_to_teacher(alg, held_out) < 0.2 * initial
+
+
+def test_teacher_with_zero_init_std_is_built_and_acts_like_the_ppo_actor(kit):
+    """rsl_rl configs give the teacher a distribution with init_std 0 (never sampled): accepted; after loading
+    the PPO actor the teacher's output is the actor's deterministic output."""
+    env = kit.FakeEnv(num_envs=4)
+    obs = env.get_observations()
+    ppo = kit.make_ppo(obs, 4, actor_kwargs={"init_gains": [1.0, 1.0]})
+    cfg = _distillation_cfg()
+    cfg["obs_groups"] = {"student": ["policy"], "teacher": ["policy"]}
+    cfg["teacher"] = {"class_name": "MLPModel", "hidden_dims": [16], "init_gains": [1.0, 1.0],
+                      "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 0.0}}
+    alg = construct_algorithm(obs, env, cfg, "cpu")
+    assert cfg["teacher"]["distribution_cfg"]["init_std"] == 0.0  # the caller's config is left as given
+    assert cfg["obs_groups"] == {"student": ["policy"], "teacher": ["policy"]}
+    assert alg.load({"actor_state_dict": ppo.actor.state_dict()}) is False and alg.teacher_loaded
+    torch.testing.assert_close(alg.teacher.distribution.std_param, ppo.actor.distribution.std_param)
+    with torch.no_grad():
+        torch.testing.assert_close(alg.teacher(obs), ppo.actor(obs))
 
 
 def _distillation_cfg() -> dict:

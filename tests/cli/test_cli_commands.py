@@ -22,10 +22,10 @@ def test_train_writes_a_run_directory(trained_run):
     resolved = OmegaConf.load(run / "config.yaml")  # resolved and checked: no interpolations, defaults filled
     assert resolved.runner.experiment_name == "pendulum" and resolved.seed == 5
     assert resolved.algorithm.clip_param == 0.2 and resolved.model.actor.hidden_dims == [16, 16]
-    assert (run / "model_1.pt").is_file() and (run / "model_2.pt").is_file()
+    assert (run / "model_0.pt").is_file() and (run / "model_1.pt").is_file()  # iterations 0 and 1, as in rsl_rl
     assert (run / "policy.onnx").is_file()
-    ckpt = torch.load(run / "model_2.pt", weights_only=True)
-    assert ckpt["iter"] == 2
+    ckpt = torch.load(run / "model_1.pt", weights_only=True)
+    assert ckpt["iter"] == 1
     assert ckpt["train_cfg"]["task"] == {"name": "pendulum", "num_envs": 8,
                                          "env": {"max_episode_length": 200, "hide_velocity": False}}
     assert ckpt["train_cfg"]["seed"] == 5 and ckpt["train_cfg"]["actor"]["hidden_dims"] == [16, 16]
@@ -36,9 +36,9 @@ def test_resume_continues_the_iteration_count(trained_run, tmp_path):
     run2 = tmp_path / "resumed"
     proc = check_ok(run_module("rlcore.train", "task=pendulum", *TINY, "seed=5", "runner.max_iterations=1",
                                f"resume={trained_run['dir']}", f"hydra.run.dir={run2}"))
-    assert f"resumed from {trained_run['dir'] / 'model_2.pt'} at iteration 2" in proc.stdout
-    assert (run2 / "model_3.pt").is_file() and not (run2 / "model_1.pt").exists()
-    assert torch.load(run2 / "model_3.pt", weights_only=True)["iter"] == 3
+    assert f"resumed from {trained_run['dir'] / 'model_1.pt'} at iteration 1" in proc.stdout
+    assert (run2 / "model_2.pt").is_file() and not (run2 / "model_0.pt").exists()
+    assert torch.load(run2 / "model_2.pt", weights_only=True)["iter"] == 2
 
 
 # ---------------------------------------------------------------------------- play, export, ONNX parity
@@ -61,7 +61,7 @@ def test_play_prints_returns_and_metrics(played):
 def test_play_writes_an_mp4(played, trained_run):
     from rlcore.utils.video import read_mp4
 
-    path = trained_run["dir"] / "videos" / "model_2.mp4"
+    path = trained_run["dir"] / "videos" / "model_1.mp4"
     assert path.is_file(), played.stdout
     frames = read_mp4(path)
     assert frames.shape == (201, 48, 64, 3)  # the first frame + one per step of two 200-step episodes run in parallel
@@ -71,19 +71,19 @@ def test_play_writes_an_mp4(played, trained_run):
 @pytest.fixture(scope="module")
 def exported(trained_run, tmp_path_factory):
     out = tmp_path_factory.mktemp("export") / "policy.onnx"
-    proc = check_ok(run_module("rlcore.export", f"checkpoint={trained_run['dir'] / 'model_2.pt'}", "format=onnx",
+    proc = check_ok(run_module("rlcore.export", f"checkpoint={trained_run['dir'] / 'model_1.pt'}", "format=onnx",
                                f"output={out}", "num_envs=4", "verify_steps=16"))
     return {"path": out, "proc": proc}
 
 
 def test_export_onnx_writes_the_policy_and_its_description(exported, trained_run):
     meta = json.loads(exported["path"].with_suffix(".json").read_text())
-    assert meta["format"] == "onnx" and meta["task"] == "pendulum" and meta["iteration"] == 2
+    assert meta["format"] == "onnx" and meta["task"] == "pendulum" and meta["iteration"] == 1
     assert meta["inputs"] == [{"name": "obs", "dtype": "float32", "shape": ["batch", 3],
                                "groups": [{"name": "policy", "size": 3}]}]
     assert meta["outputs"] == [{"name": "actions", "dtype": "float32", "shape": ["batch", 1]}]
     assert meta["obs_groups"]["actor"] == ["policy"] and meta["obs_set"] == "actor"
-    ckpt = torch.load(trained_run["dir"] / "model_2.pt", weights_only=True)
+    ckpt = torch.load(trained_run["dir"] / "model_1.pt", weights_only=True)
     mean = ckpt["actor_state_dict"]["obs_normalizer._mean"].flatten().tolist()
     assert meta["normalizer"]["mean"] == pytest.approx(mean) and len(meta["normalizer"]["std"]) == 3
     assert meta["verification"]["passed"] and meta["verification"]["max_abs_diff"] <= 1e-5
@@ -163,10 +163,10 @@ def test_distillation_from_the_teacher_checkpoint(trained_run, tmp_path, capsys)
                        *TINY[:6], "model.actor.rnn_hidden_dim=8", "model.critic.rnn_hidden_dim=8"], tmp_path)
     out = capsys.readouterr().out
     assert "teacher loaded from" in out and "ignoring PPO-only settings" in out
-    ckpt = torch.load(tmp_path / "model_2.pt", weights_only=True)
+    ckpt = torch.load(tmp_path / "model_1.pt", weights_only=True)
     assert ckpt["train_cfg"]["student"]["class_name"] == "RNNModel"
     assert ckpt["train_cfg"]["teacher"]["class_name"] == "MLPModel"
-    teacher = torch.load(trained_run["dir"] / "model_2.pt", weights_only=True)["actor_state_dict"]
+    teacher = torch.load(trained_run["dir"] / "model_1.pt", weights_only=True)["actor_state_dict"]
     torch.testing.assert_close(ckpt["teacher_state_dict"]["mlp.0.weight"], teacher["mlp.0.weight"])
     # the student is the deployed policy
     from rlcore.play import play
@@ -177,14 +177,53 @@ def test_distillation_from_the_teacher_checkpoint(trained_run, tmp_path, capsys)
     assert "policy=torch RNNModel" in capsys.readouterr().out and len(result["returns"]) == 1
 
 
-def test_rnd_and_symmetry_extensions(tmp_path):
+def _last_checkpoint(run_dir) -> dict:
+    """The checkpoint with the highest iteration number in ``run_dir``."""
+    paths = sorted(run_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    assert paths, f"no checkpoint in {run_dir}"
+    return torch.load(paths[-1], weights_only=True)
+
+
+def test_rnd_and_symmetry_extensions(tmp_path, monkeypatch):
+    """The config reaches the algorithm: each stored reward is the env's plus RND's bonus, and the task's mirror
+    function augments every PPO mini-batch (spies on PPO.process_env_step and on cartpole_mirror)."""
+    import tasks.classic.symmetry as classic_symmetry
+    from rlcore.algorithms import PPO
+
+    steps, mirror_calls = [], []
+    process_env_step = PPO.process_env_step
+
+    def spy_step(self, obs, rewards, dones, extras):
+        row = self.storage.step
+        process_env_step(self, obs, rewards, dones, extras)
+        with torch.no_grad():
+            bonus = self.rnd.weight * self.rnd.step_dt * self.rnd.prediction_error(obs)
+        steps.append((rewards.clone(), bonus, extras["time_outs"].clone(), self.storage.rewards[row, :, 0].clone()))
+
+    mirror = classic_symmetry.cartpole_mirror
+
+    def spy_mirror(env=None, obs=None, actions=None):
+        mirror_calls.append((None if obs is None else obs.batch_size[0], None if actions is None else len(actions)))
+        return mirror(env=env, obs=obs, actions=actions)
+
+    monkeypatch.setattr(PPO, "process_env_step", spy_step)
+    monkeypatch.setattr(classic_symmetry, "cartpole_mirror", spy_mirror)
     _train_in_process(["task=cartpole", "extension=[rnd,symmetry]", *TINY, "extension.rnd.num_outputs=8",
-                       "extension.rnd.predictor_hidden_dims=[8]", "extension.rnd.target_hidden_dims=[8]"], tmp_path)
-    ckpt = torch.load(tmp_path / "model_2.pt", weights_only=True)
+                       "extension.rnd.predictor_hidden_dims=[8]", "extension.rnd.target_hidden_dims=[8]",
+                       "algorithm.reward_normalization=false"], tmp_path)  # the env's rewards stored as they are
+
+    assert len(steps) == 2 * 8  # 2 iterations of 8 steps
+    for rewards, bonus, time_outs, stored in steps:
+        assert bonus.min() > 0
+        keep = ~time_outs  # time-outs also add the bootstrap
+        torch.testing.assert_close(stored[keep], (rewards + bonus)[keep], rtol=1e-5, atol=1e-6)
+    # data augmentation: one call per mini-batch (2 iterations x 2 mini-batches) with 8 * 8 / 2 samples
+    assert mirror_calls == [(32, 32)] * 4
+    ckpt = _last_checkpoint(tmp_path)
     alg = ckpt["train_cfg"]["algorithm"]
     assert alg["rnd_cfg"]["num_outputs"] == 8
     assert alg["symmetry_cfg"]["data_augmentation_func"] == "tasks.classic.symmetry:cartpole_mirror"
-    assert "rnd_state_dict" in ckpt
+    assert int(ckpt["rnd_state_dict"]["step_count"]) == 2 * 8  # the saved RND saw every env step
 
 
 # ---------------------------------------------------------------------------- console scripts

@@ -3,7 +3,7 @@
 - task=go2: train -> checkpoint -> play (MP4 video) -> export ONNX -> play the ONNX file;
 - task=go2_rough (CNNModel, the 2D height_scan group): train -> export ONNX -> play the ONNX file;
 - task=go2 model=rnn: train -> export ONNX (recurrent state in and out), parity with the eager policy;
-- task=go2 extension=[symmetry] (the task's go2_mirror);
+- task=go2 extension=[symmetry] (in-process, with a spy on the task's go2_mirror);
 - bad Go2 settings: one ``error:`` line naming the key path, exit status 2, no run directory left.
 
 Every command runs 8 envs x 8 steps, 1-2 iterations, [32, 32] networks, one MuJoCo thread
@@ -68,10 +68,10 @@ def go2_run(tmp_path_factory):
 def test_train_go2_writes_a_run_directory(go2_run):
     run = go2_run["dir"]
     assert (run / ".hydra" / "config.yaml").is_file() and (run / "config.yaml").is_file()
-    assert (run / "model_1.pt").is_file() and (run / "model_2.pt").is_file() and (run / "policy.onnx").is_file()
+    assert (run / "model_0.pt").is_file() and (run / "model_1.pt").is_file() and (run / "policy.onnx").is_file()
     assert "it 2/2" in go2_run["proc"].stdout
-    ckpt = torch.load(run / "model_2.pt", weights_only=True)
-    assert ckpt["iter"] == 2
+    ckpt = torch.load(run / "model_1.pt", weights_only=True)
+    assert ckpt["iter"] == 1
     task = ckpt["train_cfg"]["task"]
     assert task["name"] == "go2" and task["num_envs"] == 8
     assert task["env"]["sim"] == {"threads": 1} and task["env"]["commands"]["lin_vel_y"] == [-0.5, 0.5]
@@ -106,7 +106,7 @@ def test_play_go2_writes_an_mp4(go2_played, go2_run):
     assert "task=go2" in out and "policy=torch MLPModel" in out and "1 env(s)" in out
     assert np.isfinite(partial_return(out))
     assert re.search(r"^\s+/metrics/lin_vel_error_now\s+\d", out, re.M)  # the task's extras["log"] metrics
-    path = go2_run["dir"] / "videos" / "model_2.mp4"
+    path = go2_run["dir"] / "videos" / "model_1.mp4"
     assert f"video: {path} ({STEPS + 1} frames, 50 fps)" in out  # 50 Hz control
     frames = read_mp4(path)
     assert frames.shape == (STEPS + 1, 48, 64, 3)  # the first frame + one per step
@@ -121,7 +121,7 @@ def go2_exported(go2_run):
 
 def test_export_go2_onnx_is_verified(go2_exported):
     meta = go2_exported["meta"]
-    assert meta["task"] == "go2" and meta["model"] == "MLPModel" and meta["iteration"] == 2
+    assert meta["task"] == "go2" and meta["model"] == "MLPModel" and meta["iteration"] == 1
     assert meta["inputs"] == [{"name": "obs", "dtype": "float32", "shape": ["batch", 45],
                                "groups": [{"name": "policy", "size": 45}]}]
     assert meta["outputs"] == [{"name": "actions", "dtype": "float32", "shape": ["batch", 12]}]
@@ -148,7 +148,7 @@ def rough_run(tmp_path_factory):
 
 def test_go2_rough_trains_and_exports_the_height_scan_input(rough_run):
     run = rough_run["dir"]
-    ckpt = torch.load(run / "model_1.pt", weights_only=True)
+    ckpt = torch.load(run / "model_0.pt", weights_only=True)
     assert ckpt["train_cfg"]["actor"]["class_name"] == "CNNModel"
     assert ckpt["train_cfg"]["obs_groups"]["actor"] == ["policy", "height_scan"]
     assert ckpt["train_cfg"]["task"]["env"]["terrain"] == {"type": "rough"}
@@ -205,13 +205,37 @@ def test_go2_rnn_exports_with_parity(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------- task=go2 extension=[symmetry]
-def test_go2_symmetry_extension(tmp_path_factory):
-    run, proc = train(tmp_path_factory, "symmetry", *go2_args("go2", 2, "extension=[symmetry]",
-                                                              "extension.symmetry.use_mirror_loss=true",
-                                                              "extension.symmetry.mirror_loss_coeff=0.1"))
-    assert re.search(r"symmetry \d", proc.stdout), proc.stdout  # the mirror loss is logged each iteration
-    ckpt = torch.load(run / "model_2.pt", weights_only=True)
-    sym = ckpt["train_cfg"]["algorithm"]["symmetry_cfg"]
+def test_go2_symmetry_extension(tmp_path, monkeypatch):
+    """``extension=[symmetry]`` with the mirror loss, trained in-process with a spy on the task's go2_mirror: the
+    function augments every PPO mini-batch and mirrors both halves of the mirror loss, and the loss is reported."""
+    import tasks.go2.symmetry as go2_symmetry
+    from rlcore.algorithms import PPO
+    from rlcore.train import run
+    from rlcore.utils.cli import compose
+
+    calls, losses = [], []
+    mirror = go2_symmetry.go2_mirror
+
+    def spy_mirror(env=None, obs=None, actions=None):
+        calls.append((None if obs is None else obs.batch_size[0], None if actions is None else tuple(actions.shape)))
+        return mirror(env=env, obs=obs, actions=actions)
+
+    update = PPO.update
+
+    def spy_update(self):
+        losses.append(update(self))
+        return losses[-1]
+
+    monkeypatch.setattr(go2_symmetry, "go2_mirror", spy_mirror)
+    monkeypatch.setattr(PPO, "update", spy_update)
+    run(compose(go2_args("go2", 2, "extension=[symmetry]", "extension.symmetry.use_mirror_loss=true",
+                         "extension.symmetry.mirror_loss_coeff=0.1")), log_dir=str(tmp_path))
+    # per mini-batch of 8 * 8 / 2 = 32 samples: augmentation (obs and actions), then the mirror loss (obs, then
+    # the actor's 12-d means); 2 iterations x 2 mini-batches
+    assert calls == [(32, (32, 12)), (32, None), (None, (32, 12))] * 4
+    assert len(losses) == 2 and all(ls["symmetry"] > 0 for ls in losses)
+    paths = sorted(tmp_path.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    sym = torch.load(paths[-1], weights_only=True)["train_cfg"]["algorithm"]["symmetry_cfg"]
     assert sym["data_augmentation_func"] == "tasks.go2.symmetry:go2_mirror"
     assert sym["use_data_augmentation"] and sym["use_mirror_loss"]
 

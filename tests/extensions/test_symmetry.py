@@ -197,15 +197,86 @@ def test_string_path_resolution():
     torch.testing.assert_close(act_aug[3:], actions * ACT_SIGN)
 
 
-def test_attributes_read_by_ppo():
-    sym = _sym(use_data_augmentation=True, use_mirror_loss=True, mirror_loss_coeff=0.25)
-    assert sym.use_data_augmentation is True and sym.use_mirror_loss is True and sym.mirror_loss_coeff == 0.25
-    assert isinstance(sym.env, ToyEnv)
+def test_the_env_reaches_the_augmentation_function_through_the_factory():
+    """The factory hands the env to Symmetry, which passes it to every call of the augmentation function.
+    (How PPO uses the flags and the coefficient is checked on its gradients in test_symmetry_in_ppo.py.)"""
+    from rlcore.algorithms import construct_algorithm
+
+    calls = []
+
+    def recording_mirror(env=None, obs=None, actions=None):
+        calls.append(env)
+        return mirror_fn(env, obs, actions)
+
+    class Env(ToyEnv):
+        num_envs, max_episode_length, device, cfg = 4, 10, "cpu", {}
+
+        def get_observations(self):
+            return _obs(4)
+
+    env = Env()
+    cfg = {"num_steps_per_env": 2, "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+           "actor": {"class_name": "MLPModel", "hidden_dims": [8],
+                     "distribution_cfg": {"class_name": "GaussianDistribution"}},
+           "critic": {"class_name": "MLPModel", "hidden_dims": [8]},
+           "algorithm": {"class_name": "PPO", "symmetry_cfg": {"use_data_augmentation": True, "use_mirror_loss": True,
+                                                               "data_augmentation_func": recording_mirror}}}
+    ppo = construct_algorithm(env.get_observations(), env, cfg, "cpu")
+    ppo.symmetry.augment(_obs(3), torch.randn(3, 2))
+    ppo.symmetry.mirror_loss(ppo.actor, _obs(3))
+    assert len(calls) == 3 and all(e is env for e in calls)
 
 
-def test_error_both_flags_off():
-    with pytest.raises(ValueError, match="at least one of use_data_augmentation and use_mirror_loss"):
-        Symmetry(ToyEnv(), data_augmentation_func=mirror_fn)
+class StepEnv(ToyEnv):
+    """4 envs with random observations and rewards, never done."""
+
+    num_envs, max_episode_length, device, cfg, step_dt = 4, 100, "cpu", {}, 0.02
+
+    def __init__(self):
+        self.gen = torch.Generator().manual_seed(3)
+        self.episode_length_buf = torch.zeros(4, dtype=torch.long)
+
+    def get_observations(self):
+        return TensorDict({"policy": torch.randn(4, 4, generator=self.gen)}, batch_size=[4])
+
+    def step(self, actions):
+        return self.get_observations(), torch.randn(4, generator=self.gen), torch.zeros(4, dtype=torch.bool), {}
+
+
+def test_both_flags_off_is_a_no_op():
+    """rsl_rl accepts symmetry_cfg with both uses off (nothing changes in learning): PPO then updates exactly like
+    PPO without symmetry_cfg, and the augmentation function is never called."""
+    from rlcore.algorithms import construct_algorithm
+
+    sym = Symmetry(ToyEnv(), mirror_fn)  # rsl_rl's positional order: env, data_augmentation_func
+    assert (sym.use_data_augmentation, sym.use_mirror_loss, sym.data_augmentation_func) == (False, False, mirror_fn)
+    calls = []
+
+    def spy(env=None, obs=None, actions=None):
+        calls.append(1)
+        return mirror_fn(env, obs, actions)
+
+    params = []
+    for sym_cfg in (None, {"use_data_augmentation": False, "use_mirror_loss": False, "data_augmentation_func": spy}):
+        torch.manual_seed(0)
+        env = StepEnv()
+        cfg = {"num_steps_per_env": 4, "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+               "actor": {"class_name": "MLPModel", "hidden_dims": [8],
+                         "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+               "critic": {"class_name": "MLPModel", "hidden_dims": [8]},
+               "algorithm": {"class_name": "PPO", "num_mini_batches": 2, "symmetry_cfg": sym_cfg}}
+        ppo = construct_algorithm(env.get_observations(), env, cfg, "cpu")
+        obs = env.get_observations()
+        with torch.inference_mode():
+            for _ in range(4):
+                obs, rewards, dones, extras = env.step(ppo.act(obs))
+                ppo.process_env_step(obs, rewards, dones, extras)
+            ppo.compute_returns(obs)
+        losses = ppo.update()
+        assert "symmetry" not in losses
+        params.append([p.detach().clone() for p in ppo.actor.parameters()])
+    assert calls == []
+    assert all(torch.equal(a, b) for a, b in zip(*params))
 
 
 def test_error_missing_function():

@@ -47,28 +47,29 @@ def assert_bit_identical(a: dict, b: dict) -> None:
 
 
 def files(path) -> list[str]:
-    return sorted(os.listdir(path))
+    """The checkpoint files in ``path`` (the run directory also holds git/, the code state)."""
+    return sorted(name for name in os.listdir(path) if name.endswith(".pt") or name.startswith(".tmp"))
 
 
 # ---------------------------------------------------------------------------- exact resume
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, monkeypatch):
-    # A: 4 iterations in one go.
+    # A: 4 iterations (numbered 0..3, as in rsl_rl) in one go; model_0.pt is the save_interval one.
     run_a = OnPolicyRunner(make_env(seed=0), base_cfg(), str(tmp_path / "a"))
     run_a.learn(4, init_at_random_ep_len=True)
     a = snapshot(run_a)
-    assert files(tmp_path / "a") == ["model_4.pt"]
+    assert files(tmp_path / "a") == ["model_0.pt", "model_3.pt"]
 
     # B: 2 iterations, checkpoint, then a new env (other seed) and a new runner resume for 2 more.
     run_b = OnPolicyRunner(make_env(seed=0), base_cfg(), str(tmp_path / "b"))
     run_b.learn(2, init_at_random_ep_len=True)
-    assert run_b.current_learning_iteration == 2 and files(tmp_path / "b") == ["model_2.pt"]
-    ckpt = str(tmp_path / "b" / "model_2.pt")
+    assert run_b.current_learning_iteration == 1 and files(tmp_path / "b") == ["model_0.pt", "model_1.pt"]
+    ckpt = str(tmp_path / "b" / "model_1.pt")
     resumed = OnPolicyRunner(make_env(seed=123), base_cfg(), str(tmp_path / "b"))
     resumed.load(ckpt)
-    assert resumed.current_learning_iteration == 2
+    assert resumed.current_learning_iteration == 1
     resumed.learn(2, init_at_random_ep_len=True)  # a resumed run must not re-randomise episode lengths
-    assert resumed.current_learning_iteration == 4
-    assert files(tmp_path / "b") == ["model_2.pt", "model_4.pt"]
+    assert resumed.current_learning_iteration == 3  # iterations 2 and 3: the numbering continues
+    assert files(tmp_path / "b") == ["model_0.pt", "model_1.pt", "model_3.pt"]
     b = snapshot(resumed)
 
     assert_bit_identical(a, b)
@@ -89,9 +90,9 @@ def test_checkpoint_contents_load_code_free(tmp_path):
     env = make_env()
     runner = OnPolicyRunner(env, base_cfg(), str(tmp_path))
     runner.learn(1)
-    ckpt = torch.load(tmp_path / "model_1.pt", weights_only=True)
+    ckpt = torch.load(tmp_path / "model_0.pt", weights_only=True)
     assert CKPT_KEYS <= set(ckpt)
-    assert ckpt["iter"] == 1 and ckpt["infos"] is None
+    assert ckpt["iter"] == 0 and ckpt["infos"] is None
     assert ckpt["learning_rate"] == runner.alg.learning_rate
     assert ckpt["train_cfg"]["actor"]["hidden_dims"] == [16, 16]
     assert ckpt["train_cfg"]["obs_groups"] == {"actor": ["policy"], "critic": ["critic"]}
@@ -138,17 +139,17 @@ def test_save_atomic_failure_keeps_the_previous_checkpoint(tmp_path, monkeypatch
 def test_runner_save_failure_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     runner = OnPolicyRunner(make_env(), base_cfg(), str(tmp_path))
     runner.learn(1)
-    before = torch.load(tmp_path / "model_1.pt", weights_only=True)["actor_state_dict"]
+    before = torch.load(tmp_path / "model_0.pt", weights_only=True)["actor_state_dict"]
 
     def boom(*args, **kwargs):
         raise OSError("no space left on device")
 
     monkeypatch.setattr(torch, "save", boom)
     with pytest.raises(OSError):
-        runner.save(str(tmp_path / "model_1.pt"))
+        runner.save(str(tmp_path / "model_0.pt"))
     monkeypatch.undo()
-    assert files(tmp_path) == ["model_1.pt"]
-    after = torch.load(tmp_path / "model_1.pt", weights_only=True)["actor_state_dict"]
+    assert files(tmp_path) == ["model_0.pt"]
+    after = torch.load(tmp_path / "model_0.pt", weights_only=True)["actor_state_dict"]
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
@@ -159,7 +160,7 @@ def mlp_checkpoint(tmp_path_factory) -> str:
     d = tmp_path_factory.mktemp("mlp_ckpt")
     runner = OnPolicyRunner(make_env(), base_cfg(), str(d))
     runner.learn(1)
-    return str(d / "model_1.pt")
+    return str(d / "model_0.pt")
 
 
 def _with_actor(**actor_keys) -> dict:
@@ -226,7 +227,7 @@ def test_keyboard_interrupt_saves_the_completed_iterations(tmp_path):
     steps_in_third = []
 
     def step(actions):
-        if runner.current_learning_iteration == 2:  # iterations 1 and 2 completed: we are in the 3rd
+        if runner.current_learning_iteration == 1:  # iterations 0 and 1 completed: we are in the 3rd
             steps_in_third.append(1)
             if len(steps_in_third) == 3:
                 raise KeyboardInterrupt
@@ -235,15 +236,15 @@ def test_keyboard_interrupt_saves_the_completed_iterations(tmp_path):
     env.step = step
     with pytest.raises(KeyboardInterrupt):
         runner.learn(10)
-    assert runner.current_learning_iteration == 2
-    assert files(tmp_path) == ["model_2.pt"]
-    ckpt = torch.load(tmp_path / "model_2.pt", weights_only=True)
-    assert ckpt["iter"] == 2
+    assert runner.current_learning_iteration == 1
+    assert files(tmp_path) == ["model_0.pt", "model_1.pt"]  # model_0.pt: the save_interval checkpoint
+    ckpt = torch.load(tmp_path / "model_1.pt", weights_only=True)
+    assert ckpt["iter"] == 1
 
     fresh = OnPolicyRunner(make_env(seed=7), base_cfg(), str(tmp_path))
-    fresh.load(str(tmp_path / "model_2.pt"))
-    assert fresh.current_learning_iteration == 2
+    fresh.load(str(tmp_path / "model_1.pt"))
+    assert fresh.current_learning_iteration == 1
     for k, v in runner.alg.actor.state_dict().items():  # the weights after the 2 completed updates
         assert torch.equal(fresh.alg.actor.state_dict()[k], v)
     fresh.learn(1)
-    assert files(tmp_path) == ["model_2.pt", "model_3.pt"]
+    assert files(tmp_path) == ["model_0.pt", "model_1.pt", "model_2.pt"]

@@ -177,6 +177,38 @@ def test_episode_stats_exact_means_of_finished_episodes():
     assert math.isnan(out["Env/x"])  # only NaN seen: NaN, which the writers drop
 
 
+def test_logger_keeps_rsl_rls_episode_buffers():
+    """runner.logger.rewbuffer / lenbuffer: returns and lengths of the finished episodes in order (last 100)."""
+    from rlcore.utils.logger import Logger
+
+    logger = Logger(None, {"num_steps_per_env": 3}, {}, 3, False, 1, 0, "cpu")
+    for r, d in [([1.0, 2.0, 3.0], [0, 0, 1]), ([1.0, 1.0, 1.0], [1, 0, 0]), ([2.0, 0.0, 5.0], [0, 0, 1])]:
+        logger.process_env_step(torch.tensor(r), torch.tensor(d, dtype=torch.bool), {"log": {"/a": 1.0}})
+    assert logger.cur_reward_sum.tolist() == [2.0, 3.0, 0.0] and logger.cur_episode_length.tolist() == [1, 3, 0]
+    assert len(logger.ep_extras) == 3
+    ep = logger.log(0, 0, 1, 0.1, 0.1, {"value": 1.0}, 1e-3, None, None)
+    assert list(logger.rewbuffer) == [3.0, 2.0, 6.0] and list(logger.lenbuffer) == [1.0, 2.0, 2.0]
+    assert ep["Episode/mean_return"] == pytest.approx(11.0 / 3.0) and logger.ep_extras == []
+    assert logger.tot_timesteps == 9 and logger.writer is None
+
+
+def _actor_weights(caller_seed: int, **cfg_keys) -> torch.Tensor:
+    torch.manual_seed(caller_seed)
+    cfg = base_cfg(**cfg_keys)
+    if "seed" not in cfg_keys:
+        del cfg["seed"]
+    runner = OnPolicyRunner(make_env(), cfg, None)
+    return torch.cat([p.detach().flatten() for p in runner.alg.actor.parameters()])
+
+
+def test_runner_seeds_only_when_the_config_gives_a_seed():
+    """Like rsl_rl's runner, a config without a seed leaves the caller's seeding alone; a seed makes it win."""
+    assert torch.equal(_actor_weights(1), _actor_weights(1))
+    assert not torch.equal(_actor_weights(1), _actor_weights(2))  # the caller's seed decides
+    assert not torch.equal(_actor_weights(1, seed=None), _actor_weights(2, seed=None))
+    assert torch.equal(_actor_weights(1, seed=3), _actor_weights(2, seed=3))  # the config's seed decides
+
+
 # ---------------------------------------------------------------------------- normaliser warm-up
 @pytest.mark.parametrize("warmup", [None, 0, 3])
 def test_normalizer_warm_up_seeds_the_statistics_before_the_first_rollout(warmup):
@@ -301,7 +333,7 @@ def ppo_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("ppo_teacher")
     runner = OnPolicyRunner(make_env(), base_cfg(), str(d))
     runner.learn(2)
-    return str(d / "model_2.pt"), {k: v.clone() for k, v in runner.alg.actor.state_dict().items()}
+    return str(d / "model_1.pt"), {k: v.clone() for k, v in runner.alg.actor.state_dict().items()}
 
 
 def test_distillation_needs_a_teacher():
@@ -324,7 +356,7 @@ def test_distillation_from_a_ppo_checkpoint_learns(ppo_run, tmp_path):
 
     losses = record_losses(runner)
     runner.learn(2)
-    assert runner.current_learning_iteration == 2 and os.path.isfile(tmp_path / "model_2.pt")
+    assert runner.current_learning_iteration == 1 and os.path.isfile(tmp_path / "model_1.pt")
     runner.learn(4)
     behavior = [ls["behavior"] for ls in losses]
     assert len(behavior) == 6 and all(math.isfinite(b) for b in behavior)
@@ -348,13 +380,13 @@ def test_distillation_checkpoint_resumes_student_and_teacher(ppo_run, tmp_path):
     runner.load(ckpt)
     runner.learn(1)
     resumed = DistillationRunner(make_env(seed=8), distill_cfg(), None)
-    resumed.load(str(tmp_path / "model_1.pt"))
-    assert resumed.current_learning_iteration == 1
+    resumed.load(str(tmp_path / "model_0.pt"))
+    assert resumed.current_learning_iteration == 0
     for name in ("student", "teacher"):
         for k, v in getattr(runner.alg, name).state_dict().items():
             assert torch.equal(getattr(resumed.alg, name).state_dict()[k], v), f"{name}.{k}"
-    resumed.learn(1)  # the teacher came with the checkpoint
-    assert resumed.current_learning_iteration == 2
+    resumed.learn(1)  # the teacher came with the checkpoint; the numbering continues after iteration 0
+    assert resumed.current_learning_iteration == 1
 
 
 def test_teacher_config_must_match_the_ppo_actor(ppo_run):
