@@ -1,9 +1,10 @@
 """``python -m rlcore.export checkpoint=<model_<it>.pt or run dir> format=onnx|jit [output=<file>]``.
 
 Writes the deployable policy of a checkpoint (PPO actor or distillation student, observation normaliser
-inside the graph) and, beside it, a JSON file (same name, ``.json``) with its input/output names and
-shapes, the observation groups that make up each input, the normaliser statistics and the result of the
-check below.
+inside the graph; an ONNX file carries the task's deployment interface in its ``metadata_props``, read
+back by ``rlcore.utils.export.read_onnx_interface``) and, beside it, a JSON file (same name, ``.json``)
+with its input/output names and shapes, the observation groups that make up each input, the normaliser
+statistics and the result of the check below.
 
 The check: the eager policy is run deterministically in the checkpoint's task for ``verify_steps`` steps
 and the observations are recorded; then the eager policy and the written file are both run on that
@@ -170,7 +171,7 @@ def export(args: dict) -> dict:
     """Run ``args`` (the keys of :class:`~rlcore.utils.config_schema.ExportCfg`); returns the JSON description."""
     import torch
 
-    from rlcore.utils.export import export_jit, export_onnx
+    from rlcore.utils.export import export_jit, export_onnx, policy_metadata
     from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
 
     if not args.get("checkpoint"):
@@ -214,7 +215,8 @@ def export(args: dict) -> dict:
     # 3. write, then check the written file
     rtol = float(args["rtol"])
     if fmt == "onnx":
-        export_onnx(policy.as_onnx(), output)
+        module = policy.as_onnx()
+        export_onnx(module, output, metadata=policy_metadata(module, policy, env, info.task["name"]))
         worst, step = verify_onnx(output, policy, recorded, reference, rtol)
     else:
         export_jit(policy.as_jit(), output)

@@ -41,6 +41,12 @@ class VecEnv(ABC):
       from V(final observation) exactly instead of the rsl_rl approximation V(reset observation).
     - ``"log"``: dict of scalars / tensors to log; keys start with ``"/"``.
     - ``"episode"``: legacy name of ``"log"`` (also accepted).
+
+    Optional method ``deployment_interface() -> dict``: how to run a policy of this task outside rlcore, as
+    JSON-able data (e.g. joint names and order, default joint positions, PD gains, action scale and clip,
+    physics step and decimation, observation layout per group, command ranges; see ``Go2Env``). ONNX export
+    stores each entry in the file's ``metadata_props`` as ``rlcore.<key>`` (``rlcore.utils.export``); a task
+    without it still exports, with rlcore's own keys only.
     """
 
     num_envs: int

@@ -7,6 +7,6 @@ import os
 if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
     os.environ["MUJOCO_GL"] = "egl"
 
-from tasks.go2.env import Go2Env  # noqa: E402
+from tasks.go2.env import Go2Env
 
 __all__ = ["Go2Env"]

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rlcore.env import VecEnv
+from rlcore.env import ConfigError, VecEnv
 from tasks.go2.config import Go2Cfg, make_config
 from tasks.go2.rewards import REWARD_TERMS
 from tasks.go2.sim import JOINT_NAMES, Go2Sim
@@ -59,6 +59,9 @@ class Go2Env(VecEnv):
         **overrides: nested settings merged into :class:`~tasks.go2.config.Go2Cfg` (unknown keys are errors).
     """
 
+    #: The simulator class (a subclass may change how targets reach the actuators, e.g. with a delay).
+    sim_class: type[Go2Sim] = Go2Sim
+
     def __init__(self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = 0,
                  **overrides) -> None:
         self.cfg_task: Go2Cfg = make_config(overrides)
@@ -75,7 +78,7 @@ class Go2Env(VecEnv):
         dev = self.device
 
         self.terrain = Terrain(c.terrain, n, dev, self.generator)
-        self.sim = Go2Sim(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)))
+        self.sim = self.sim_class(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)))
         self.reward_terms = [(name, REWARD_TERMS[name], w * self.dt) for name, w in c.rewards.weights.items() if w != 0]
 
         def t(x) -> torch.Tensor:
@@ -359,6 +362,81 @@ class Go2Env(VecEnv):
         return TensorDict({"policy": policy, "privileged": privileged, "height_scan": scan},
                           batch_size=[self.num_envs], device=self.device)
 
+    # ------------------------------------------------------------------ deployment
+    def deployment_interface(self) -> dict:
+        """How to run a policy of this task on a Go2, as plain JSON-able data (optional ``VecEnv`` method).
+
+        ONNX export writes every entry into the model's ``metadata_props`` (:mod:`rlcore.utils.export`), so a
+        deployment program, and ``rlcore.robustness``, need only the ``.onnx`` file. Joint quantities are in
+        ``joint_names`` order (FL, FR, RL, RR x hip, thigh, calf: the order of qpos, qvel and actions).
+        ``observation_groups`` lists what each group's vector is made of, in order: term ``name``, its
+        ``start:stop`` within the group, and ``value = (quantity - offset) * scale`` (``offset`` only for
+        ``joint_pos``), then the whole group clipped to ``+-clip``; ``noise`` is the uniform noise amplitude
+        added during training (in observation units).
+        """
+        import mujoco
+
+        c, o, opt = self.cfg_task, self.cfg_task.obs, self.sim.model.opt
+        noise = o.noise_level if o.add_noise else 0.0
+
+        def group(terms: list[tuple], clip: float | None) -> dict:
+            out, start = [], 0
+            for name, size, scale, amplitude, what in terms:
+                out.append({"name": name, "start": start, "stop": start + size, "scale": scale,
+                            "noise": amplitude * noise, "quantity": what})
+                start += size
+            return {"size": start, "clip": clip, "terms": out}
+
+        policy = group([
+            ("base_ang_vel", 3, o.ang_vel_scale, o.noise_ang_vel * o.ang_vel_scale,
+             "base angular velocity, base frame [rad/s]"),
+            ("projected_gravity", 3, 1.0, o.noise_gravity, "unit gravity vector in the base frame"),
+            ("velocity_commands", 3, list(o.command_scale), 0.0,
+             "commanded vx, vy [m/s] (base frame), yaw rate [rad/s]"),
+            ("joint_pos", 12, o.dof_pos_scale, o.noise_dof_pos * o.dof_pos_scale,
+             "joint angles [rad] minus default_joint_pos"),
+            ("joint_vel", 12, o.dof_vel_scale, o.noise_dof_vel * o.dof_vel_scale, "joint velocities [rad/s]"),
+            ("last_actions", 12, 1.0, 0.0, "the policy's previous output, after clipping to action_clip"),
+        ], float(o.clip))
+        policy["terms"][3]["offset"] = list(c.control.default_joint_pos)
+        privileged = group([
+            ("base_lin_vel", 3, o.lin_vel_scale, 0.0, "base linear velocity, base frame [m/s]"),
+            ("ground_friction", 1, 1.0, 0.0, "sliding friction of the ground"),
+            ("added_base_mass", 1, 1.0, 0.0, "mass added to the base [kg]"),
+            ("motor_strength", 1, 1.0, 0.0, "scale of kp and kd"),
+            ("foot_forces", 4, 0.01, 0.0, "foot contact normal forces [N], FL, FR, RL, RR"),
+            ("push_velocity", 2, 1.0, 0.0, "last push's planar velocity [m/s], fading"),
+        ], None)
+        rows, cols = self._scan_local.shape[:2]
+        height_scan = {"shape": [1, int(rows), int(cols)], "scale": o.height_scale, "clip": None,
+                       "noise": o.noise_height * o.height_scale * noise,
+                       "quantity": (f"clip(base height above the terrain point - {c.rewards.base_height_target}, -1, 1) "
+                                    f"[m] on a grid x {list(o.scan_x)}, y {list(o.scan_y)}, step {o.scan_resolution} "
+                                    "in the base's yaw frame")}
+        return {
+            "robot": "unitree_go2",
+            "joint_names": list(JOINT_NAMES),
+            "default_joint_pos": list(c.control.default_joint_pos),
+            "kp": [float(c.control.kp)] * 12,
+            "kd": [float(c.control.kd)] * 12,
+            "torque_limits": [float(x) for x in self.sim.torque_limit],
+            "action_scale": float(c.control.action_scale),
+            "action_clip": float(c.control.clip_actions),
+            "action_law": ("target = default_joint_pos + action_scale * clip(action, -action_clip, action_clip); "
+                           "torque = clip(kp * (target - q) - kd * qdot, -torque_limits, torque_limits) at every "
+                           "physics step"),
+            "physics_dt": float(c.sim.dt),
+            "decimation": int(c.sim.decimation),
+            "solver": {"integrator": mujoco.mjtIntegrator(opt.integrator).name, "cone": mujoco.mjtCone(opt.cone).name,
+                       "iterations": int(opt.iterations), "ls_iterations": int(opt.ls_iterations),
+                       "impratio": float(opt.impratio)},
+            "command_ranges": {"lin_vel_x": list(c.commands.lin_vel_x), "lin_vel_y": list(c.commands.lin_vel_y),
+                               "ang_vel_yaw": list(c.commands.ang_vel_yaw), "heading": list(c.commands.heading),
+                               "heading_command": bool(c.commands.heading_command),
+                               "zero_below": float(c.commands.zero_below)},
+            "observation_groups": {"policy": policy, "privileged": privileged, "height_scan": height_scan},
+        }
+
     # ------------------------------------------------------------------ rendering, checkpointing
     def render(self, width: int = 640, height: int = 480, env_id: int = 0) -> np.ndarray:
         """An RGB frame ``[H, W, 3]`` uint8 of env ``env_id`` from a camera following the robot.
@@ -400,7 +478,7 @@ class Go2Env(VecEnv):
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`'s output; refuses a state from another task or env count."""
         if state.get("task") != type(self).__name__ or int(state.get("num_envs", -1)) != self.num_envs:
-            raise ValueError(f"env state is for task {state.get('task')} with num_envs={state.get('num_envs')}; "
+            raise ConfigError(f"env state is for task {state.get('task')} with num_envs={state.get('num_envs')}; "
                              f"this is {type(self).__name__} with num_envs={self.num_envs}")
         for name in self.STATE_TENSORS:
             setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())

@@ -37,6 +37,11 @@ def available_threads() -> int:
 
 def build_model(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjModel:
     """Compile the scene: the robot of ``assets/go2.xml`` on a plane or on the terrain's height field."""
+    return build_spec(cfg, terrain).compile()
+
+
+def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
+    """The scene before compilation (model variants edit it: :mod:`tasks.go2.variants`)."""
     spec = mujoco.MjSpec.from_file(str(ASSET))
     spec.option.timestep = cfg.sim.dt
     spec.option.iterations = cfg.sim.solver_iterations
@@ -60,7 +65,7 @@ def build_model(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjModel:
                        contype=1, conaffinity=0, condim=3, friction=[1.0, 0.005, 0.0001], rgba=[0.5, 0.55, 0.6, 1])
     world.add_camera(name="track", mode=mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM, pos=[0.0, -2.0, 0.8],
                      xyaxes=[1, 0, 0, 0, 0.37, 0.93])
-    return spec.compile()
+    return spec
 
 
 class Go2Sim:
@@ -143,8 +148,11 @@ class Go2Sim:
             self._models[e] = self.variants[v]
 
     def step(self, joint_targets: np.ndarray) -> None:
-        """Advance every env by ``decimation`` physics steps holding the PD targets ``[N, 12]`` fixed."""
-        self.ctrl[:] = joint_targets[:, None, :]
+        """Advance every env by ``decimation`` physics steps holding the PD targets ``[N, 12]`` fixed.
+
+        Targets ``[N, decimation, 12]`` give one target per physics step instead (delayed actuation).
+        """
+        self.ctrl[:] = joint_targets if joint_targets.ndim == 3 else joint_targets[:, None, :]
         self._pool.rollout(self._models, self._datas, self.state, self.ctrl, control_spec=mujoco.mjtState.mjSTATE_CTRL.value,
                            skip_checks=True, nstep=self.decimation, initial_warmstart=None,
                            state=self._state_out, sensordata=self._sensor_out, chunk_size=None)

@@ -60,4 +60,4 @@ def go2_mirror(env=None, obs: TensorDictBase | None = None, actions: torch.Tenso
     return obs_aug, actions_aug
 
 
-__all__ = ["go2_mirror", "mirror_actions", "mirror_observations", "JOINT_PERM", "JOINT_SIGN"]
+__all__ = ["JOINT_PERM", "JOINT_SIGN", "go2_mirror", "mirror_actions", "mirror_observations"]

@@ -172,4 +172,4 @@ def scan_points(x_range: list[float], y_range: list[float], resolution: float) -
     return torch.stack([gx, gy], dim=-1)
 
 
-__all__ = ["Terrain", "scan_points", "TERRAIN_TYPES", "TILE_KINDS"]
+__all__ = ["TERRAIN_TYPES", "TILE_KINDS", "Terrain", "scan_points"]

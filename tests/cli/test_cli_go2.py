@@ -78,6 +78,10 @@ def test_train_go2_writes_a_run_directory(go2_run):
     assert ckpt["train_cfg"]["actor"]["hidden_dims"] == [32, 32]
     assert ckpt["train_cfg"]["obs_groups"] == {"actor": ["policy"], "critic": ["policy", "privileged"]}
     assert ckpt["env_state"]["task"] == "Go2Env" and ckpt["env_state"]["num_envs"] == 8
+    from rlcore.utils.export import read_onnx_interface  # the policy.onnx that training writes carries its interface
+
+    onnx_meta = read_onnx_interface(run / "policy.onnx")
+    assert onnx_meta["task"] == "go2" and onnx_meta["kp"] == [30.0] * 12 and onnx_meta["decimation"] == 4
 
 
 def _offscreen_rendering_works() -> bool:
@@ -129,6 +133,13 @@ def test_export_go2_onnx_is_verified(go2_exported):
     assert len(meta["normalizer"]["mean"]) == 45
     assert meta["verification"]["passed"] and meta["verification"]["max_abs_diff"] <= 1e-5
     assert "verified on 8 recorded steps x 2 envs" in go2_exported["proc"].stdout
+    # the interface inside the file, from conf/task/go2.yaml (kp 30, vy range +-0.5) and the task's defaults
+    from rlcore.utils.export import read_onnx_interface
+
+    onnx_meta = read_onnx_interface(go2_exported["path"])
+    assert onnx_meta["task"] == "go2" and onnx_meta["obs_groups"] == ["policy"] and onnx_meta["recurrent_state"] == []
+    assert onnx_meta["kp"] == [30.0] * 12 and onnx_meta["command_ranges"]["lin_vel_y"] == [-0.5, 0.5]
+    assert onnx_meta["control_dt"] == pytest.approx(0.02) and onnx_meta["obs_layout"][-1]["stop"] == 45
 
 
 def test_play_go2_onnx_like_the_torch_policy(go2_exported, go2_played, go2_run):
@@ -176,6 +187,12 @@ def test_go2_rnn_exports_with_parity(tmp_path_factory):
     assert [i["name"] for i in meta["inputs"]] == ["obs", "h_in", "c_in"]
     assert [o["name"] for o in meta["outputs"]] == ["actions", "h_out", "c_out"]
     assert meta["inputs"][1]["shape"] == [1, "batch", 16]
+    from rlcore.utils.export import read_onnx_interface
+
+    onnx_meta = read_onnx_interface(run / "exported" / "policy.onnx")
+    assert onnx_meta["rnn_type"] == "lstm" and onnx_meta["recurrent_state"] == [
+        {"input": "h_in", "output": "h_out", "shape": [1, "batch", 16]},
+        {"input": "c_in", "output": "c_out", "shape": [1, "batch", 16]}]
     assert meta["verification"]["passed"] and meta["verification"]["max_abs_diff"] <= 1e-5
 
     # independently: onnxruntime with the state fed back vs the eager LSTM policy over a sequence

@@ -1,0 +1,324 @@
+"""``python -m rlcore.robustness <policy.onnx | run dir> [settle_s=1] [measure_s=5] [variants=[...]] [threads=N]``.
+
+A deployment check of an exported Go2 policy: the ``.onnx`` file alone (run through onnxruntime, with the
+joint order, gains, action scale, timing and observation layout read from its ``metadata_props``) walks
+closed-loop in the Go2 MuJoCo simulator on a fixed grid of robot variants (:data:`tasks.go2.variants.ROBUSTNESS_GRID`:
+joint damping and friction, soft and 6-D foot contacts, heavier legs and base, kp -25 %/+25 %, 10/20 ms
+latency, ground friction, and a combined "worst plausible" robot) under fixed probe commands. Every
+(variant, command) case is one env of a single batch; each gets ``settle_s`` to reach its command, then
+``measure_s`` measured.
+
+Per case: the mean velocity reached (vx, vy in the base frame, yaw rate), the mean planar velocity error
+``|cmd_xy - v_xy|`` and yaw-rate error, and whether the robot fell (the task's termination: base contact, tilt,
+base too low) or the physics became unstable (MuJoCo reset the state, or it is not finite; counted as a fall).
+After a fall the robot counts as standing still for the rest of the measured time. A variant's ``err`` is the
+mean planar error over its commands; ``worst_err`` the largest over the variants. The last line is::
+
+    robustness: nominal_err=<m/s> mean_err=<m/s> worst_err=<m/s> falls=<n>/<cases> policy=<path>
+
+Run ``python -m rlcore.robustness --help`` for every key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
+
+from rlcore.utils.cli import UserError, parse_key_values, user_errors
+
+SUMMARY = ("Run an exported Go2 ONNX policy (onnxruntime only; its interface from the file's metadata) on a grid of "
+           "robot variants x probe commands in MuJoCo; print velocity errors and falls per case and variant.")
+
+#: Probe commands: (name, (vx [m/s], vy [m/s], yaw rate [rad/s])).
+PROBE_COMMANDS: tuple[tuple[str, tuple[float, float, float]], ...] = (
+    ("vx_0.5", (0.5, 0.0, 0.0)), ("vx_1.0", (1.0, 0.0, 0.0)), ("vx_-0.5", (-0.5, 0.0, 0.0)),
+    ("vx_-1.0", (-1.0, 0.0, 0.0)), ("vy_0.5", (0.0, 0.5, 0.0)), ("vy_-0.5", (0.0, -0.5, 0.0)),
+    ("yaw_1.0", (0.0, 0.0, 1.0)), ("yaw_-1.0", (0.0, 0.0, -1.0)), ("zero", (0.0, 0.0, 0.0)),
+    ("vx_0.7_yaw_0.5", (0.7, 0.0, 0.5)),
+)
+
+#: Interface entries the tool needs from the file.
+REQUIRED = ("robot", "joint_names", "default_joint_pos", "kp", "kd", "action_scale", "action_clip", "physics_dt",
+            "decimation", "solver", "inputs", "obs_groups", "obs_layout", "observation_groups")
+
+
+@dataclass
+class RobustnessCfg:
+    """Keys of ``python -m rlcore.robustness`` (the policy may also be given as the first, bare argument)."""
+
+    policy: str = ""  # an exported policy.onnx, or a run directory (its exported/policy.onnx or policy.onnx)
+    settle_s: float = 1.0  # seconds to reach the command before measuring
+    measure_s: float = 5.0  # seconds measured
+    variants: list[str] = field(default_factory=list)  # names from the grid (empty: all)
+    threads: int | None = None  # MuJoCo rollout threads (None: all available cores)
+    solver_iterations: int | None = None  # replaces the file's MuJoCo solver iterations (None: the file's)
+    table: str = "full"  # full: one row per case, then per variant; summary: per variant only
+
+
+def resolve_policy(path: str) -> str:
+    """The ONNX file of ``path``: the file itself, or a run directory's ``exported/policy.onnx`` / ``policy.onnx``."""
+    if os.path.isdir(path):
+        for candidate in (os.path.join(path, "exported", "policy.onnx"), os.path.join(path, "policy.onnx")):
+            if os.path.isfile(candidate):
+                return candidate
+        raise UserError(f"{path}: no exported/policy.onnx or policy.onnx in this directory; export one with "
+                        f"python -m rlcore.export checkpoint={path} format=onnx.")
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: no such file or directory; give an exported policy.onnx or a run directory.")
+    return path
+
+
+def load_interface(path: str) -> dict:
+    """The file's rlcore interface; a UserError if it is not ONNX, has none, or is not a Go2 policy."""
+    from rlcore.utils.export import read_onnx_interface
+
+    try:
+        meta = read_onnx_interface(path)
+    except Exception as err:
+        raise UserError(f"{path}: cannot read it as an ONNX model with rlcore metadata "
+                        f"({' '.join(str(err).split())[:160]}).") from None
+    if not meta:
+        raise UserError(f"{path} has no rlcore interface in its metadata (rlcore.* metadata_props); export it with "
+                        "this rlcore: python -m rlcore.export checkpoint=<run> format=onnx.")
+    if meta.get("robot") != "unitree_go2":
+        raise UserError(f"{path} is a policy for task {meta.get('task')!r}, not a Go2 policy; the robustness grid "
+                        "runs Go2 policies only.")
+    missing = [k for k in REQUIRED if k not in meta]
+    if missing:
+        raise UserError(f"{path}: its rlcore metadata lacks {', '.join(missing)} (exported by rlcore "
+                        f"{meta.get('version')}); re-export it with this rlcore.")
+    return meta
+
+
+def select_variants(names: Sequence[str]) -> list:
+    """The grid's variants named in ``names`` (all when empty), in grid order."""
+    from tasks.go2.variants import ROBUSTNESS_GRID
+
+    if not names:
+        return list(ROBUSTNESS_GRID)
+    known = [v.name for v in ROBUSTNESS_GRID]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UserError(f"variants: unknown {unknown}; valid: {', '.join(known)}.")
+    return [v for v in ROBUSTNESS_GRID if v.name in names]
+
+
+def evaluate(policy: str, variants: Sequence | None = None,
+             commands: Sequence[tuple[str, tuple[float, float, float]]] = PROBE_COMMANDS, settle_s: float = 1.0,
+             measure_s: float = 5.0, threads: int | None = None, solver_iterations: int | None = None,
+             table: str = "full",
+             out: Callable[[str], None] = print) -> dict:
+    """Run the robustness grid on an exported policy; print the tables and the summary line; return the results.
+
+    Args:
+        policy: a ``policy.onnx`` with rlcore metadata, or a run directory holding one.
+        variants: :class:`~tasks.go2.variants.Variant` s (default: the whole grid).
+        commands: ``(name, (vx, vy, yaw rate))`` probe commands.
+        settle_s, measure_s: seconds before measuring and seconds measured.
+        threads: MuJoCo rollout threads (None: all available cores).
+        solver_iterations: MuJoCo solver iterations instead of the file's (None: the policy's own physics).
+        table: ``"full"`` (a row per case and per variant), ``"summary"`` (per variant), ``"none"``.
+        out: where lines go.
+
+    Returns:
+        ``cases`` (a dict per case), ``variants`` (a dict per variant name), ``nominal_err``, ``mean_err``,
+        ``worst_err``, ``worst_variant``, ``falls``, ``unstable``, ``cases_n``, ``wall_s``, ``policy``.
+    """
+    import numpy as np
+    import torch
+
+    from tasks.go2.variants import ROBUSTNESS_GRID, Go2VariantEnv, describe
+
+    start = time.perf_counter()
+    path = resolve_policy(str(policy))
+    meta = load_interface(path)
+    variants = list(ROBUSTNESS_GRID if variants is None else variants)
+    commands = list(commands)
+    if not variants or not commands:
+        raise UserError("robustness: give at least one variant and one command.")
+    if not (settle_s >= 0 and measure_s > 0):
+        raise UserError(f"settle_s={settle_s}, measure_s={measure_s}: need settle_s >= 0 and measure_s > 0.")
+    control_dt = meta["physics_dt"] * meta["decimation"]
+    settle, measured = round(settle_s / control_dt), max(1, round(measure_s / control_dt))
+    n_var, n_cmd = len(variants), len(commands)
+    n = n_var * n_cmd
+    try:
+        env = Go2VariantEnv.from_interface(meta, n, episode_s=(settle + measured + 50) * control_dt, threads=threads,
+                                           solver_iterations=solver_iterations)
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(f"{path}: {' '.join(str(err).split())[:300]}; re-export it with this rlcore.") from None
+    try:
+        env.assign_variants(variants, np.repeat(np.arange(n_var), n_cmd))  # env e: variant e // C, command e % C
+        env.commands[:] = torch.tensor([c for _, c in commands], dtype=torch.float32).repeat(n_var, 1)  # [N, 3]
+        run = _closed_loop(env, _session(path), meta, settle, measured)
+    finally:
+        env.close()
+
+    cases = []
+    for e in range(n):
+        v, c = variants[e // n_cmd], commands[e % n_cmd]
+        fall_time = float(run["fall_time"][e])
+        cases.append({"variant": v.name, "command": c[0], "cmd": list(c[1]), "vel": run["vel"][e].tolist(),
+                      "err_xy": float(run["err_xy"][e]), "err_yaw": float(run["err_yaw"][e]),
+                      "fell": bool(run["fallen"][e]), "unstable": bool(run["unstable"][e]),
+                      "fall_time_s": None if math.isnan(fall_time) else fall_time})
+    per_variant = {}
+    for i, v in enumerate(variants):
+        mine = cases[i * n_cmd:(i + 1) * n_cmd]
+        per_variant[v.name] = {"err": float(np.mean([c["err_xy"] for c in mine])),
+                               "err_yaw": float(np.mean([c["err_yaw"] for c in mine])),
+                               "falls": sum(c["fell"] for c in mine), "unstable": sum(c["unstable"] for c in mine),
+                               "changes": describe(v)}
+    errs = {name: r["err"] for name, r in per_variant.items()}
+    worst = max(errs, key=errs.get)
+    result = {"policy": path, "cases": cases, "variants": per_variant,
+              "nominal_err": errs.get("nominal", float("nan")), "mean_err": float(np.mean(list(errs.values()))),
+              "worst_err": errs[worst], "worst_variant": worst, "falls": int(run["fallen"].sum()),
+              "unstable": int(run["unstable"].sum()),
+              "cases_n": n, "wall_s": time.perf_counter() - start}
+    _report(result, meta, variants, commands, settle * control_dt, measured * control_dt, table, out)
+    return result
+
+
+def _closed_loop(env, session, meta: dict, settle: int, measured: int) -> dict:
+    """Drive ``env`` (commands set) with the ONNX ``session`` for ``settle + measured`` control steps.
+
+    Returns numpy arrays over the N envs: ``vel [N, 3]`` (mean measured vx, vy, yaw rate; zero once fallen),
+    ``err_xy``, ``err_yaw`` (mean measured errors), ``fallen``, ``unstable`` (the fall was a physics failure or a
+    non-finite action) and ``fall_time`` (seconds, NaN if none).
+    """
+    import numpy as np
+    import torch
+
+    n = env.num_envs
+    feeds_of = _feeder(meta, session)
+    output_names = [o.name for o in session.get_outputs()]
+    state = {s["input"]: np.zeros((s["shape"][0], n, s["shape"][2]), dtype=np.float32) for s in meta["recurrent_state"]}
+    cmd = env.commands.detach().cpu().numpy().astype(np.float64)
+    fallen, unstable = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    fall_time = np.full(n, np.nan)
+    vel_sum, err_xy_sum, err_yaw_sum = np.zeros((n, 3)), np.zeros(n), np.zeros(n)
+    control_dt = meta["physics_dt"] * meta["decimation"]
+    obs = env.get_observations()
+    with torch.inference_mode():
+        for step in range(settle + measured):
+            outputs = dict(zip(output_names, session.run(None, {**feeds_of(obs), **state})))
+            for s in meta["recurrent_state"]:
+                state[s["input"]] = outputs[s["output"]]
+            actions = outputs["actions"]
+            bad_action = ~np.isfinite(actions).all(axis=1)
+            actions = np.where(bad_action[:, None], 0.0, actions).astype(np.float32)
+            obs, _, dones, extras = env.step(torch.from_numpy(actions))
+            now_unstable = env.sim.unstable | bad_action
+            fell = (dones & ~extras["time_outs"]).cpu().numpy() | now_unstable
+            first = fell & ~fallen
+            fall_time[first] = (step + 1) * control_dt
+            unstable |= first & now_unstable
+            fallen |= fell
+            if step >= settle:
+                vel = np.concatenate([env.base_lin_vel[:, :2].cpu().numpy(), env.base_ang_vel[:, 2:].cpu().numpy()],
+                                     axis=1).astype(np.float64)
+                vel[fallen] = 0.0  # a fallen robot makes no progress
+                vel_sum += vel
+                err_xy_sum += np.linalg.norm(cmd[:, :2] - vel[:, :2], axis=1)
+                err_yaw_sum += np.abs(cmd[:, 2] - vel[:, 2])
+    return {"vel": vel_sum / measured, "err_xy": err_xy_sum / measured, "err_yaw": err_yaw_sum / measured,
+            "fallen": fallen, "unstable": unstable, "fall_time": fall_time}
+
+
+def _session(path: str):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1  # a small network: threads would only contend with MuJoCo's
+    options.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    except Exception as err:
+        raise UserError(f"{path}: onnxruntime cannot load it ({' '.join(str(err).split())[:200]}).") from None
+
+
+def _feeder(meta: dict, session) -> Callable:
+    """A function from the env's observations (TensorDict) to the session's observation inputs."""
+    import torch
+
+    groups = list(meta["obs_groups"])
+    state_names = {s["input"] for s in meta["recurrent_state"]}
+    image_inputs = [i["name"] for i in meta["inputs"] if i["name"] not in state_names and i["name"] != "obs"]
+    real = {i.name for i in session.get_inputs()}
+    expected = {i["name"] for i in meta["inputs"]}
+    if real != expected:
+        raise UserError(f"the graph's inputs {sorted(real)} are not those its metadata lists ({sorted(expected)}).")
+
+    def feeds(obs) -> dict:
+        out = {}
+        if "obs" in expected:
+            flat = torch.cat([obs[g] for g in groups], dim=-1) if len(groups) > 1 else obs[groups[0]]
+            out["obs"] = flat.detach().float().cpu().numpy()
+        for name in image_inputs:
+            out[name] = obs[name].detach().float().cpu().numpy()
+        return out
+
+    return feeds
+
+
+def _report(result: dict, meta: dict, variants: list, commands: list, settle_s: float, measure_s: float, table: str,
+            out: Callable[[str], None]) -> None:
+    cases, per_variant = result["cases"], result["variants"]
+    if table != "none":
+        out(f"robustness of {result['policy']} (task {meta.get('task')}, {meta.get('model')}, rlcore "
+            f"{meta.get('version')}): {len(variants)} variants x {len(commands)} commands = {len(cases)} envs, "
+            f"{settle_s:g} s settle + {measure_s:g} s measured")
+    if table == "full":
+        out(f"{'variant':<20} {'command':<15} {'cmd vx/vy/wz':>17} {'reached vx/vy/wz':>20} {'err_xy':>7} "
+            f"{'err_yaw':>7}  fall")
+        for c in cases:
+            fall = "-" if not c["fell"] else f"{'unstable' if c['unstable'] else 'fell'}@{c['fall_time_s']:.2f}s"
+            cmd = "/".join(f"{x:+.1f}" for x in c["cmd"])
+            vel = "/".join(f"{x:+.2f}" for x in c["vel"])
+            out(f"{c['variant']:<20} {c['command']:<15} {cmd:>17} {vel:>20} {c['err_xy']:7.3f} {c['err_yaw']:7.3f}  "
+                f"{fall}")
+    if table in ("full", "summary"):
+        out(f"{'variant':<20} {'err':>7} {'err_yaw':>7} {'falls':>6} {'unstable':>8}  changes")
+        for name, r in per_variant.items():
+            out(f"{name:<20} {r['err']:7.3f} {r['err_yaw']:7.3f} {r['falls']:>3}/{len(commands):<2} "
+                f"{r['unstable']:>8}  {r['changes']}")
+        out(f"worst variant: {result['worst_variant']}; unstable physics: {result['unstable']} case(s); "
+            f"wall time {result['wall_s']:.1f} s")
+    out(f"robustness: nominal_err={result['nominal_err']:.3f} mean_err={result['mean_err']:.3f} "
+        f"worst_err={result['worst_err']:.3f} falls={result['falls']}/{result['cases_n']} policy={result['policy']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m rlcore.robustness`` and ``rlcore-robustness``."""
+    from rlcore.utils.cli import usage
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv):
+        text = usage("robustness", RobustnessCfg, SUMMARY)
+        print(text.replace("key=value ...", "<policy.onnx | run dir> key=value ...", 1))
+        return
+    with user_errors():
+        if argv and "=" not in argv[0]:
+            argv[0] = f"policy={argv[0]}"
+        args = parse_key_values(argv, RobustnessCfg, "robustness")
+        if not args["policy"]:
+            raise UserError("robustness needs a policy: python -m rlcore.robustness <policy.onnx | run dir>.")
+        if args["table"] not in ("full", "summary", "none"):
+            raise UserError(f"table={args['table']}: use full, summary or none.")
+        for key in ("threads", "solver_iterations"):
+            if args[key] is not None and int(args[key]) < 1:
+                raise UserError(f"{key}={args[key]}: must be >= 1.")
+        evaluate(args["policy"], select_variants(args["variants"]), settle_s=float(args["settle_s"]),
+                 measure_s=float(args["measure_s"]), threads=args["threads"],
+                 solver_iterations=args["solver_iterations"], table=args["table"])
+
+
+if __name__ == "__main__":
+    main()

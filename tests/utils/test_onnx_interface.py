@@ -1,0 +1,215 @@
+"""The deployment interface inside an exported ONNX file (``metadata_props``, keys ``rlcore.*``).
+
+Values read back from the file are compared with the Go2 task's settings written out here (or with the
+compiled MuJoCo model), never with the dict that was written; the observation layout is checked by rebuilding
+Go2Env's ``policy`` (and ``privileged``) vector from the env's state tensors with it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from tensordict import TensorDict
+
+import rlcore
+from rlcore.models import MLPModel, RNNModel
+from rlcore.utils.export import METADATA_PREFIX, export_onnx, policy_metadata, read_onnx_interface, write_onnx_metadata
+
+pytest.importorskip("mujoco")
+
+from tasks.go2 import Go2Env
+
+JOINTS = [f"{leg}_{part}_joint" for leg in ("FL", "FR", "RL", "RR") for part in ("hip", "thigh", "calf")]
+DEFAULT_POSE = [0.1, 0.8, -1.5, -0.1, 0.8, -1.5, 0.1, 1.0, -1.5, -0.1, 1.0, -1.5]
+# Non-default settings, so that a value taken from the defaults instead of the env would be caught.
+OVERRIDES = {"sim": {"threads": 1, "decimation": 5, "solver_iterations": 7},
+             "control": {"kp": 30.0, "kd": 0.7, "action_scale": 0.3, "clip_actions": 50.0},
+             "commands": {"lin_vel_y": [-0.5, 0.5], "ang_vel_yaw": [-1.5, 1.5]},
+             "obs": {"ang_vel_scale": 0.3, "dof_vel_scale": 0.06, "command_scale": [2.0, 2.5, 0.3], "clip": 80.0}}
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = Go2Env(num_envs=3, seed=1, **OVERRIDES)
+    yield e
+    e.close()
+
+
+def _go2_policy(env, kind: str, groups: list[str]) -> torch.nn.Module:
+    obs = env.get_observations()
+    cls, extra = (RNNModel, {"rnn_type": kind, "rnn_hidden_dim": 16}) if kind != "mlp" else (MLPModel, {})
+    torch.manual_seed(0)
+    model = cls(obs, {"actor": groups}, "actor", 12, hidden_dims=[32], obs_normalization=True,
+                distribution_cfg={"class_name": "GaussianDistribution", "init_std": 1.0}, **extra)
+    with torch.no_grad():  # outputs of order 1, not the small ones of the initial head
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    model.update_normalization(obs)  # statistics that are not the identity
+    model.update_normalization(TensorDict({k: v * 3 + 1 for k, v in obs.items()}, batch_size=obs.batch_size))
+    return model.eval()
+
+
+def _export(tmp_path, policy, env, task="go2", name="policy.onnx"):
+    module = policy.as_onnx()
+    path = export_onnx(module, tmp_path / name, metadata=policy_metadata(module, policy, env, task))
+    return path, read_onnx_interface(path)
+
+
+def _check_go2_settings(meta: dict) -> None:
+    """The Go2 interface against OVERRIDES and the task's fixed facts (hand-written above)."""
+    assert meta["robot"] == "unitree_go2"
+    assert meta["joint_names"] == JOINTS
+    assert meta["default_joint_pos"] == DEFAULT_POSE
+    assert meta["kp"] == [30.0] * 12 and meta["kd"] == [0.7] * 12
+    assert meta["torque_limits"] == [23.7, 23.7, 35.55] * 4
+    assert meta["action_scale"] == 0.3 and meta["action_clip"] == 50.0
+    assert meta["physics_dt"] == 0.005 and meta["decimation"] == 5
+    assert meta["control_dt"] == pytest.approx(0.025, abs=1e-15)
+    assert meta["solver"]["iterations"] == 7 and meta["solver"]["cone"] == "mjCONE_PYRAMIDAL"
+    ranges = meta["command_ranges"]
+    assert ranges["lin_vel_x"] == [-1.0, 1.0] and ranges["lin_vel_y"] == [-0.5, 0.5]
+    assert ranges["ang_vel_yaw"] == [-1.5, 1.5] and ranges["heading_command"] is True
+    assert meta["version"] == rlcore.__version__ and meta["task"] == "go2"
+    assert meta["normalizer"] == "in_graph"
+
+
+def _quantities(env) -> dict[str, torch.Tensor]:
+    """Go2Env's state tensors by the term names of the layout (what each term is computed from)."""
+    variant = env.variant_params[torch.from_numpy(env.sim.env_variant)]
+    return {"base_ang_vel": env.base_ang_vel, "projected_gravity": env.projected_gravity,
+            "velocity_commands": env.commands, "joint_pos": env.dof_pos, "joint_vel": env.dof_vel,
+            "last_actions": env.actions, "base_lin_vel": env.base_lin_vel, "ground_friction": variant[:, 0:1],
+            "added_base_mass": variant[:, 1:2], "motor_strength": variant[:, 2:3], "foot_forces": env.foot_forces,
+            "push_velocity": env.push_vel}
+
+
+def _rebuild(layout: list[dict], env, size: int, clip: dict[str, float | None]) -> torch.Tensor:
+    """The ``obs`` input rebuilt term by term from the layout: ``(quantity - offset) * scale``, clipped per group."""
+    out = torch.full((env.num_envs, size), float("nan"))
+    q = _quantities(env)
+    for term in layout:
+        value = q[term["name"]] - torch.tensor(term.get("offset", 0.0))
+        value = value * torch.tensor(term["scale"])
+        if clip[term["group"]] is not None:
+            value = value.clamp(-clip[term["group"]], clip[term["group"]])
+        out[:, term["start"]:term["stop"]] = value
+    return out
+
+
+def test_go2_mlp_interface_round_trips(tmp_path, env):
+    policy = _go2_policy(env, "mlp", ["policy"])
+    path, meta = _export(tmp_path, policy, env)
+    _check_go2_settings(meta)
+    assert meta["model"] == "MLPModel" and meta["obs_groups"] == ["policy"]
+    assert meta["inputs"] == [{"name": "obs", "shape": ["batch", 45]}]
+    assert meta["outputs"] == [{"name": "actions", "shape": ["batch", 12]}] and meta["recurrent_state"] == []
+    assert [(t["name"], t["start"], t["stop"]) for t in meta["obs_layout"]] == [
+        ("base_ang_vel", 0, 3), ("projected_gravity", 3, 6), ("velocity_commands", 6, 9), ("joint_pos", 9, 21),
+        ("joint_vel", 21, 33), ("last_actions", 33, 45)]
+    scales = {t["name"]: t["scale"] for t in meta["obs_layout"]}
+    assert scales["base_ang_vel"] == 0.3 and scales["joint_vel"] == 0.06
+    assert scales["velocity_commands"] == [2.0, 2.5, 0.3]
+    assert meta["obs_layout"][3]["offset"] == DEFAULT_POSE
+    # the layout rebuilds what Go2Env feeds the policy (noise off, a state away from the default pose)
+    env.cfg_task.obs.add_noise = False
+    try:
+        gen = torch.Generator().manual_seed(3)
+        for _ in range(5):
+            obs, *_ = env.step(torch.randn(3, 12, generator=gen))
+        expected = obs["policy"]
+        rebuilt = _rebuild(meta["obs_layout"], env, 45, {"policy": meta["observation_groups"]["policy"]["clip"]})
+    finally:
+        env.cfg_task.obs.add_noise = True
+    assert expected[:, 9:21].abs().max() > 0.05 and expected[:, 33:].abs().max() > 0.5  # not a trivial state
+    torch.testing.assert_close(rebuilt, expected, rtol=0, atol=1e-6)
+    # the metadata sits beside an unchanged graph: onnxruntime still reproduces the eager policy, normaliser included
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (actions,) = session.run(None, {"obs": expected.numpy()})
+    with torch.inference_mode():
+        eager = policy(TensorDict({"policy": expected}, batch_size=[3])).numpy()
+    np.testing.assert_allclose(actions, eager, rtol=0, atol=1e-5)
+    assert np.abs(eager).max() > 0.1
+
+
+def test_go2_teacher_layout_spans_both_groups(tmp_path, env):
+    policy = _go2_policy(env, "mlp", ["policy", "privileged"])
+    _, meta = _export(tmp_path, policy, env)
+    assert meta["obs_groups"] == ["policy", "privileged"] and meta["inputs"][0]["shape"] == ["batch", 57]
+    layout = meta["obs_layout"]
+    assert [(t["group"], t["name"], t["start"], t["stop"]) for t in layout[6:]] == [
+        ("privileged", "base_lin_vel", 45, 48), ("privileged", "ground_friction", 48, 49),
+        ("privileged", "added_base_mass", 49, 50), ("privileged", "motor_strength", 50, 51),
+        ("privileged", "foot_forces", 51, 55), ("privileged", "push_velocity", 55, 57)]
+    obs = env.get_observations()
+    groups = meta["observation_groups"]
+    rebuilt = _rebuild(layout, env, 57, {g: groups[g]["clip"] for g in ("policy", "privileged")})
+    expected = torch.cat([obs["policy"], obs["privileged"]], dim=1)
+    # noise is on here: compare the noiseless privileged part exactly and the policy part within the noise
+    torch.testing.assert_close(rebuilt[:, 45:], expected[:, 45:], rtol=1e-6, atol=1e-6)
+    noise = torch.cat([torch.full((t["stop"] - t["start"],), t["noise"]) for t in layout[:6]])
+    assert noise.tolist() == pytest.approx([0.2 * 0.3] * 3 + [0.05] * 3 + [0.0] * 3 + [0.01] * 12 + [1.5 * 0.06] * 12
+                                           + [0.0] * 12)
+    assert ((rebuilt[:, :45] - expected[:, :45]).abs() <= noise * 1.0001 + 1e-6).all()
+
+
+@pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+def test_go2_rnn_interface_round_trips(tmp_path, env, rnn_type):
+    policy = _go2_policy(env, rnn_type, ["policy"])
+    path, meta = _export(tmp_path, policy, env)
+    _check_go2_settings(meta)
+    names = ["h", "c"] if rnn_type == "lstm" else ["h"]
+    assert meta["model"] == "RNNModel" and meta["rnn_type"] == rnn_type
+    assert meta["recurrent_state"] == [{"input": f"{n}_in", "output": f"{n}_out", "shape": [1, "batch", 16]}
+                                       for n in names]
+    assert [i["name"] for i in meta["inputs"]] == ["obs", *(f"{n}_in" for n in names)]
+    assert [o["name"] for o in meta["outputs"]] == ["actions", *(f"{n}_out" for n in names)]
+    # the file's real inputs agree with what the metadata says
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    real = {i.name: i.shape for i in session.get_inputs()}
+    assert set(real) == {i["name"] for i in meta["inputs"]}
+    for state in meta["recurrent_state"]:
+        assert real[state["input"]][0] == 1 and real[state["input"]][2] == 16
+
+
+def test_policy_without_task_interface_still_exports(tmp_path):
+    obs = TensorDict({"state": torch.randn(4, 3)}, batch_size=[4])
+    policy = MLPModel(obs, {"actor": ["state"]}, "actor", 1, hidden_dims=[8]).eval()
+
+    class Plain:  # a VecEnv without deployment_interface()
+        step_dt = 0.05
+
+    path, meta = _export(tmp_path, policy, Plain(), task="pendulum")
+    assert meta == {"version": rlcore.__version__, "task": "pendulum", "model": "MLPModel",
+                    "inputs": [{"name": "obs", "shape": ["batch", 3]}],
+                    "outputs": [{"name": "actions", "shape": ["batch", 1]}],
+                    "obs_groups": ["state"], "recurrent_state": [], "normalizer": None, "control_dt": 0.05}
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (actions,) = session.run(None, {"obs": obs["state"].numpy()})
+    np.testing.assert_allclose(actions, policy(obs).detach().numpy(), rtol=0, atol=1e-6)
+    # no env at all, no metadata at all: nothing rlcore-specific in the file
+    bare = export_onnx(policy.as_onnx(), tmp_path / "bare.onnx")
+    assert read_onnx_interface(bare) == {}
+
+
+def test_metadata_is_json_per_key_and_rewriting_keeps_foreign_entries(tmp_path):
+    obs = TensorDict({"state": torch.randn(2, 3)}, batch_size=[2])
+    policy = MLPModel(obs, {"actor": ["state"]}, "actor", 1, hidden_dims=[8]).eval()
+    path = export_onnx(policy.as_onnx(), tmp_path / "p.onnx", metadata={"a": [1, 2.5], "b": {"x": None}})
+    model = onnx.load(path)
+    model.metadata_props.add(key="vendor", value="kept")
+    onnx.save(model, path)
+    props = {p.key: p.value for p in onnx.load(path).metadata_props}
+    assert props == {METADATA_PREFIX + "a": "[1, 2.5]", METADATA_PREFIX + "b": '{"x": null}', "vendor": "kept"}
+    write_onnx_metadata(path, {"c": "new"})
+    props = {p.key: p.value for p in onnx.load(path).metadata_props}
+    assert props == {"vendor": "kept", METADATA_PREFIX + "c": json.dumps("new")}
+    assert read_onnx_interface(path) == {"c": "new"}
+    write_onnx_metadata(path, {"gains": np.array([20.0, 0.5]), "dt": np.float32(0.25), "n": torch.tensor(3)})
+    assert read_onnx_interface(path) == {"gains": [20.0, 0.5], "dt": 0.25, "n": 3}
+    with pytest.raises(ValueError):
+        write_onnx_metadata(path, {"bad": float("nan")})
