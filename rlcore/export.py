@@ -22,8 +22,8 @@ import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
-from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors  # noqa: E402
-from rlcore.utils.config_schema import ExportCfg  # noqa: E402
+from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors
+from rlcore.utils.config_schema import ExportCfg
 
 SUMMARY = ("Export a checkpoint's policy to ONNX or TorchScript with a JSON of its inputs, outputs, observation "
            "groups and normaliser, verified against the eager policy on recorded observations.")

@@ -20,8 +20,8 @@ import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
-from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors  # noqa: E402
-from rlcore.utils.config_schema import PlayCfg  # noqa: E402
+from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors
+from rlcore.utils.config_schema import PlayCfg
 
 SUMMARY = ("Run a trained policy in its task deterministically; print episode returns and the task's metrics. "
            "video=true writes an MP4, onnx=<file> plays an exported ONNX policy.")
@@ -56,7 +56,7 @@ class OnnxActor:
             raise UserError(f"onnx={path}: no such file.")
         try:
             self.session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        except Exception as err:  # noqa: BLE001 - not an ONNX model, or a broken one
+        except Exception as err:
             raise UserError(f"onnx={path}: onnxruntime cannot load it ({' '.join(str(err).split())[:200]}).") from None
         reference = policy.as_onnx()
         expected = {name: tuple(x.shape) for name, x in zip(reference.input_names, reference.example_inputs)}
@@ -186,7 +186,7 @@ def play(args: dict) -> dict:
     def record() -> None:
         try:
             frame = env.render(width=int(args["video_width"]), height=int(args["video_height"]))
-        except Exception as err:  # noqa: BLE001 - a rendering back-end problem is the user's set-up
+        except Exception as err:
             raise UserError(f"video=true: rendering failed ({' '.join(str(err).split())[:200]}); on a machine "
                             "without a display set MUJOCO_GL=egl (GPU) or MUJOCO_GL=osmesa (CPU).") from None
         writer.write(frame)

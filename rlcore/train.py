@@ -21,17 +21,17 @@ import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting OpenMP threads
 
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass, field
 
-import hydra  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+import hydra
+from omegaconf import DictConfig, OmegaConf
 
-from rlcore.utils.cli import UserError, check_device, config_dir, is_main_process, user_errors  # noqa: E402
-from rlcore.utils.config_schema import validate_config  # noqa: E402
+from rlcore.utils.cli import UserError, check_device, config_dir, is_main_process, user_errors
+from rlcore.utils.config_schema import validate_config
 
 CONF_DIR = config_dir()
 
-__all__ = ["CONF_DIR", "UserError", "TrainPlan", "build_train_cfg", "prepare", "run", "main"]
+__all__ = ["CONF_DIR", "TrainPlan", "UserError", "build_train_cfg", "main", "prepare", "run"]
 
 
 @dataclass

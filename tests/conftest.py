@@ -6,6 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """Tests share a small CPU with other work: one torch thread for the whole session, set before any

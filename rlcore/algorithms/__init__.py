@@ -4,4 +4,4 @@ from rlcore.algorithms.distillation import Distillation
 from rlcore.algorithms.factory import construct_algorithm
 from rlcore.algorithms.ppo import PPO
 
-__all__ = ["Distillation", "PPO", "construct_algorithm"]
+__all__ = ["PPO", "Distillation", "construct_algorithm"]

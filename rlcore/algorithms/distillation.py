@@ -16,6 +16,7 @@ import torch.nn as nn
 from tensordict import TensorDict
 
 from rlcore.env import VecEnv
+from rlcore.errors import ConfigError
 from rlcore.models import MLPModel
 from rlcore.modules import HiddenState
 from rlcore.storage import RolloutStorage
@@ -34,8 +35,9 @@ class Distillation:
             ever gives its deterministic output, so its distribution's ``init_std`` does not matter (0 is fine).
         storage: rollout storage of type "distillation".
         num_learning_epochs: replays of the rollout per update.
-        gradient_length: steps accumulated per optimiser step (truncated BPTT window). A last,
-            shorter window at the end of an epoch is applied too.
+        gradient_length: steps accumulated per optimiser step (truncated BPTT window). The step's loss is the
+            sum of the window's per-step losses, as in rsl_rl (so with SGD, and against ``max_grad_norm``, the
+            gradient grows with the window). A last, shorter window at the end of an epoch is applied too.
         learning_rate, max_grad_norm: optimisation settings.
         loss_type: "mse" or "huber".
         optimizer: "adam", "adamw", "sgd" or "rmsprop".
@@ -65,11 +67,11 @@ class Distillation:
         symmetry_cfg: dict | None = None,
     ) -> None:
         if rnd_cfg is not None or symmetry_cfg is not None:
-            raise ValueError("Distillation does not support the RND or symmetry extensions; use algorithm=ppo.")
+            raise ConfigError("Distillation does not support the RND or symmetry extensions; use algorithm=ppo.")
         if loss_type not in _LOSSES:
-            raise ValueError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
+            raise ConfigError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
         if int(gradient_length) < 1:
-            raise ValueError(f"gradient_length must be >= 1, got {gradient_length}.")
+            raise ConfigError(f"gradient_length must be >= 1, got {gradient_length}.")
         from rlcore.algorithms.ppo import _make_optimizer
 
         self.device = device
@@ -81,8 +83,8 @@ class Distillation:
         self.num_learning_epochs, self.gradient_length = num_learning_epochs, int(gradient_length)
         self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
         self.loss_fn = _LOSSES[loss_type]
-        self.use_mixed_precision = bool(use_mixed_precision)
-        self.use_bf16 = bool(use_bf16 or use_mixed_precision)
+        self.use_mixed_precision = bool(use_mixed_precision or use_bf16)  # bf16 autocast for the student
+        self.use_bf16 = self.use_mixed_precision
         self.is_multi_gpu = multi_gpu_cfg is not None and int(multi_gpu_cfg.get("world_size", 1)) > 1
         self.gpu_global_rank = int((multi_gpu_cfg or {}).get("global_rank", 0))
         self.gpu_world_size = int((multi_gpu_cfg or {}).get("world_size", 1))
@@ -143,13 +145,13 @@ class Distillation:
                 total += loss.item()
                 count += 1
                 if window_len == self.gradient_length:
-                    self._step(window_loss / window_len)
+                    self._step(window_loss)
                     window_loss, window_len = 0.0, 0
                 dones = batch.dones.reshape(-1).bool()
                 self.student.reset(dones)
                 self.student.detach_hidden_state(dones)
             if window_len > 0:  # the last, partial window counts too
-                self._step(window_loss / window_len)
+                self._step(window_loss)
         # Continue collecting from where the rollout left off; the next rollout starts there.
         self.student.reset(hidden_state=end_states[0])
         self.teacher.reset(hidden_state=end_states[1])
@@ -271,7 +273,7 @@ def load_model_state(model: nn.Module, state: dict, name: str, strict: bool = Tr
             parts.append(f"missing in checkpoint {missing[:6]}")
         if unexpected:
             parts.append(f"not in model {unexpected[:6]}")
-        raise ValueError(f"Checkpoint does not match the {name} model ({type(model).__name__}): " + "; ".join(parts)
+        raise ConfigError(f"Checkpoint does not match the {name} model ({type(model).__name__}): " + "; ".join(parts)
                          + ". Check the model type, sizes and obs_groups against the run that wrote it.")
     model.load_state_dict(state, strict=strict)
 

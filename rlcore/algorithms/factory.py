@@ -15,43 +15,16 @@ from tensordict import TensorDict
 
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
+from rlcore.extensions.rnd import env_step_dt, resolve_rnd_config
+from rlcore.extensions.symmetry import resolve_symmetry_config
 from rlcore.storage import RolloutStorage
 from rlcore.utils.config import resolve_class, resolve_obs_groups
 
 
-def env_step_dt(env: VecEnv) -> float:
-    """The env's control step ``env.step_dt`` in seconds (also looked up on ``env.unwrapped``, as wrappers of
-    rsl_rl-style envs keep it there); a clear error when the env does not state it."""
-    for owner in (env, getattr(env, "unwrapped", None)):
-        dt = getattr(owner, "step_dt", None) if owner is not None else None
-        if dt is not None:
-            dt = float(dt)
-            if not dt > 0.0:
-                raise ConfigError(f"{type(env).__name__}.step_dt must be a positive number of seconds, got {dt}.")
-            return dt
-    raise ConfigError(f"RND needs the env's control step: set env.step_dt (seconds per env step) on "
-                     f"{type(env).__name__} or rnd_cfg.step_dt.")
-
-
 def _extension_cfgs(alg_cfg: dict, obs: TensorDict, obs_groups: dict, env: VecEnv) -> dict:
-    """Fill the RND and symmetry configs with what they need from the env and observations."""
-    rnd_cfg = alg_cfg.get("rnd_cfg")
-    if rnd_cfg is not None:
-        rnd_cfg = dict(rnd_cfg)
-        rnd_cfg["obs_groups"] = list(obs_groups["rnd_state"])
-        rnd_cfg["num_states"] = sum(int(obs[g].shape[-1]) for g in rnd_cfg["obs_groups"])
-        # The intrinsic-reward weight is per second of simulated time: RND scales it by the control period
-        # (seconds per env step), which every env states as ``step_dt``. No silent default: a wrong period
-        # would scale the bonus by orders of magnitude.
-        if rnd_cfg.get("step_dt") is None:
-            rnd_cfg["step_dt"] = env_step_dt(env)
-        alg_cfg["rnd_cfg"] = rnd_cfg
-    sym_cfg = alg_cfg.get("symmetry_cfg")
-    if sym_cfg is not None:
-        sym_cfg = dict(sym_cfg)
-        sym_cfg["env"] = env
-        alg_cfg["symmetry_cfg"] = sym_cfg
-    return alg_cfg
+    """Fill the RND and symmetry configs with what they need from the env and observations (their resolvers in
+    rlcore.extensions, rsl_rl's names)."""
+    return resolve_symmetry_config(resolve_rnd_config(alg_cfg, obs, obs_groups, env), env)
 
 
 def construct_ppo(obs: TensorDict, env: VecEnv, cfg: dict, device: str):

@@ -33,6 +33,7 @@ from rlcore.utils.distributed import (
     is_distributed,
     pooled_moments,
 )
+from rlcore.utils.optimizer import resolve_optimizer
 
 LR_MIN, LR_MAX = 1e-5, 1e-2
 """Bounds of the adaptive-KL learning rate."""
@@ -41,7 +42,7 @@ LR_MIN, LR_MAX = 1e-5, 1e-2
 class PPO:
     """PPO with GAE, clipped surrogate, (clipped) value loss, entropy bonus and an adaptive-KL learning rate.
 
-    Args:
+    Args (rsl_rl 5.5.1's, in its positional order, then rlcore's own):
         actor: stochastic policy model (has a distribution).
         critic: value model with output dim 1.
         storage: rollout storage of type "rl".
@@ -52,20 +53,22 @@ class PPO:
         value_loss_coef, entropy_coef: loss weights.
         learning_rate: initial learning rate.
         max_grad_norm: bound on the gradient norm, applied to the actor and to the critic separately (as rsl_rl).
-        clip_gradients_jointly: clip the joint norm of actor and critic gradients instead (rlcore's former
-            behaviour): the critic's usually much larger gradient then shrinks the actor's step too.
         optimizer: "adam", "adamw", "sgd" or "rmsprop".
         use_clipped_value_loss: clip V around the rollout's value like the policy ratio.
         schedule: "adaptive" (KL-driven learning rate) or "fixed".
         desired_kl: target KL for the adaptive schedule.
         normalize_advantage_per_mini_batch: normalise advantages per mini-batch instead of over the rollout.
-        reshuffle_each_epoch: new permutation of the transitions every epoch (feed-forward models).
-        reward_normalization: divide rewards by the running std of the discounted return.
-        use_mixed_precision / use_bf16: run forward passes of the update under bf16 autocast.
-        torch_compile: compile the models' MLP heads with ``torch.compile``.
+        use_mixed_precision: run forward passes of the update under bf16 autocast.
+        device: torch device of models and storage.
         rnd_cfg, symmetry_cfg: extension configs (see rlcore.extensions).
         multi_gpu_cfg: ``{"global_rank", "local_rank", "world_size"}`` when launched by torchrun.
         grad_reduce_bucket_mb: size of the gradient all-reduce buckets.
+        reshuffle_each_epoch: new permutation of the transitions every epoch (feed-forward models).
+        reward_normalization: divide rewards by the running std of the discounted return.
+        use_bf16: same as ``use_mixed_precision`` (rlcore's older name).
+        torch_compile: compile the models' MLP heads with ``torch.compile`` (default mode; see :meth:`compile`).
+        clip_gradients_jointly: clip the joint norm of actor and critic gradients instead (rlcore's former
+            behaviour): the critic's usually much larger gradient then shrinks the actor's step too.
     """
 
     actor: MLPModel
@@ -90,16 +93,17 @@ class PPO:
         schedule: str = "adaptive",
         desired_kl: float = 0.01,
         normalize_advantage_per_mini_batch: bool = False,
-        reshuffle_each_epoch: bool = True,
-        reward_normalization: bool = False,
         use_mixed_precision: bool = False,
-        use_bf16: bool = False,
-        torch_compile: bool = False,
         device: str = "cpu",
         rnd_cfg: dict | None = None,
         symmetry_cfg: dict | None = None,
         multi_gpu_cfg: dict | None = None,
         grad_reduce_bucket_mb: float = 25.0,
+        # rlcore's own settings, after rsl_rl's (so rsl_rl's positional order holds):
+        reshuffle_each_epoch: bool = True,
+        reward_normalization: bool = False,
+        use_bf16: bool = False,
+        torch_compile: bool = False,
         clip_gradients_jointly: bool = False,
     ) -> None:
         if schedule not in ("adaptive", "fixed"):
@@ -116,10 +120,12 @@ class PPO:
         self.use_clipped_value_loss, self.schedule, self.desired_kl = use_clipped_value_loss, schedule, desired_kl
         self.normalize_advantage_per_mini_batch = normalize_advantage_per_mini_batch
         self.reshuffle_each_epoch = reshuffle_each_epoch
-        self.use_bf16 = bool(use_bf16 or use_mixed_precision)
+        self.use_mixed_precision = bool(use_mixed_precision or use_bf16)  # bf16 autocast in the update
+        self.use_bf16 = self.use_mixed_precision
         self.multi_gpu_cfg = multi_gpu_cfg
         self.grad_reduce_bucket_mb = grad_reduce_bucket_mb
-        self.is_multi_gpu = multi_gpu_cfg is not None and int(multi_gpu_cfg.get("world_size", 1)) > 1
+        self.gpu_world_size = int(multi_gpu_cfg.get("world_size", 1)) if multi_gpu_cfg else 1
+        self.is_multi_gpu = self.gpu_world_size > 1
         self.gpu_global_rank = int(multi_gpu_cfg.get("global_rank", 0)) if multi_gpu_cfg else 0
 
         # Extensions (imported here: they are optional and configured by dicts).
@@ -144,8 +150,7 @@ class PPO:
         # One optimiser over actor and critic; a CNN encoder shared by both appears once.
         self.optimizer = _make_optimizer(optimizer, _unique_params(actor, critic), learning_rate)
         if torch_compile:
-            self.actor.mlp.compile()
-            self.critic.mlp.compile()
+            self.compile("default")
 
         self.transition = RolloutStorage.Transition()
         self.intrinsic_rewards: torch.Tensor | None = None
@@ -256,7 +261,7 @@ class PPO:
                 self.num_mini_batches, self.num_learning_epochs, self.reshuffle_each_epoch
             )
         autocast = (torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
-                    if self.use_bf16 else contextlib.nullcontext())
+                    if self.use_mixed_precision else contextlib.nullcontext())
         num_updates = 0
         for batch in batches:
             obs, actions = batch.observations, batch.actions
@@ -399,9 +404,10 @@ class PPO:
             state["rnd_optimizer_state_dict"] = self.rnd.optimizer.state_dict()
         return state
 
-    def load(self, state: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
-        """Restore from ``save()``'s dict. ``load_cfg`` picks parts: keys actor, critic, optimizer, rnd
-        (default: all). Returns whether the iteration counter should be restored (a full resume)."""
+    def load(self, loaded_dict: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
+        """Restore from ``save()``'s dict (or an rsl_rl checkpoint). ``load_cfg`` picks parts: keys actor, critic,
+        optimizer, rnd (default: all). Returns whether the iteration counter should be restored (a full resume)."""
+        state = loaded_dict
         cfg = {"actor": True, "critic": True, "optimizer": True, "rnd": True, **(load_cfg or {})}
         if cfg["actor"]:
             self.actor.load_state_dict(state["actor_state_dict"], strict=strict)
@@ -419,6 +425,23 @@ class PPO:
             if "rnd_optimizer_state_dict" in state:
                 self.rnd.optimizer.load_state_dict(state["rnd_optimizer_state_dict"])
         return all(cfg.values())
+
+    def compile(self, mode: str | None = None) -> None:
+        """``torch.compile`` the actor's and critic's MLP heads in place (``None``: nothing to do).
+
+        In place (``nn.Module.compile``), so state-dict keys, checkpoints and export are unchanged; the
+        observation normalisers, encoders and distributions stay eager.
+
+        Raises:
+            ValueError: a CUDA-graph mode (see ``rlcore.utils.compile_model``).
+        """
+        from rlcore.utils.compile import compile_model
+
+        if mode is None:
+            return
+        compile_model(nn.Identity(), mode)  # validates the mode
+        for model in (self.actor, self.critic):
+            model.mlp.compile(mode=mode)
 
     def broadcast_parameters(self) -> None:
         """Copy rank 0's parameters and buffers (observation and reward normalisers included) to every rank.
@@ -502,12 +525,10 @@ def _unique_params(*modules: nn.Module) -> list[nn.Parameter]:
     return out
 
 
-_OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD,
-               "rmsprop": torch.optim.RMSprop}
-
-
 def _make_optimizer(name: str, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    key = str(name).lower()
-    if key not in _OPTIMIZERS:
-        raise ConfigError(f"Unknown optimizer '{name}'. Valid: {', '.join(_OPTIMIZERS)}.")
-    return _OPTIMIZERS[key](params, lr=lr)
+    """The optimizer named ``name`` (see ``rlcore.utils.optimizer``) over ``params``; a config error when unknown."""
+    try:
+        optimizer_class = resolve_optimizer(name)
+    except ValueError as err:  # a user's config value: one line naming the valid optimizers
+        raise ConfigError(str(err)) from None
+    return optimizer_class(params, lr=lr)

@@ -321,7 +321,7 @@ class GymnasiumVecEnv(VecEnv):
         """Reset the envs of ``mask`` only; the observations of all envs after it."""
         try:
             obs_np, _ = self.env.reset(options={"reset_mask": np.asarray(mask, dtype=np.bool_)})
-        except Exception as err:  # noqa: BLE001 - any failure here means the env cannot reset a subset
+        except Exception as err:
             raise RuntimeError(
                 f"GymnasiumVecEnv needs to reset some sub-envs of {type(self.env).__name__} "
                 f"(autoreset mode {self.autoreset_mode.value}) with reset(options={{'reset_mask': ...}}), which failed "
@@ -348,7 +348,7 @@ def _step_dt(env) -> float | None:
     try:
         if env.call("has_wrapper_attr", "dt")[0]:
             dt = env.get_attr("dt")[0]
-    except Exception:  # noqa: BLE001 - a vector env without sub-env calls (vector entry points)
+    except Exception:
         dt = None
     if isinstance(dt, (int, float)) and dt > 0:
         return float(dt)
@@ -362,7 +362,7 @@ def _max_steps(env) -> int:
     try:
         specs = env.get_attr("spec")
         candidates.append(getattr(specs[0], "max_episode_steps", None))
-    except Exception:  # noqa: BLE001 - vector envs without sub-env attributes (vector entry points)
+    except Exception:
         pass
     spec = getattr(env, "spec", None)
     if spec is not None:

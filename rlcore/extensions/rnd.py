@@ -48,21 +48,22 @@ class RandomNetworkDistillation(nn.Module):
         num_outputs: embedding size of target and predictor.
         predictor_hidden_dims, target_hidden_dims: hidden sizes (-1 = D).
         activation: activation of both MLPs.
-        weight: intrinsic-reward weight (the schedule's initial value). It is per second of simulated time:
-            the bonus is ``weight * step_dt * error``.
         state_normalization: normalise the RND state with running statistics (updated by
             :meth:`update_normalization`, i.e. once per PPO update over the rollout).
         reward_normalization: divide the error by the running std of its discounted sum
             (:class:`EmpiricalDiscountedVariationNormalization`, gamma 0.99, statistics updated at every
             :meth:`get_intrinsic_reward` call while in train mode) before weighting.
+        weight: intrinsic-reward weight (the schedule's initial value). It is per second of simulated time:
+            the bonus is ``weight * step_dt * error``.
         weight_schedule: ``None`` / ``{"mode": "constant"}``; ``{"mode": "step", "final_step", "final_value"}``
             (``weight`` before ``final_step``, ``final_value`` from it on); ``{"mode": "linear", "initial_step",
             "final_step", "final_value"}`` (``weight`` up to ``initial_step``, linear to ``final_value`` at
             ``final_step``, constant after). Steps count :meth:`get_intrinsic_reward` calls (env steps).
             ``final_value`` is scaled by ``step_dt`` like ``weight``.
         learning_rate: Adam learning rate of the predictor.
-        step_dt: control period of the environment [s] (required; the factory takes it from ``env.step_dt``).
         device: torch device.
+        step_dt: control period of the environment [s] (required; :func:`resolve_rnd_config` takes it from
+            ``env.step_dt``). Last, after rsl_rl's parameters, so rsl_rl's positional order holds.
     """
 
     def __init__(
@@ -73,13 +74,13 @@ class RandomNetworkDistillation(nn.Module):
         predictor_hidden_dims: Sequence[int] = (256, 256),
         target_hidden_dims: Sequence[int] = (256, 256),
         activation: str = "elu",
-        weight: float = 0.5,
         state_normalization: bool = False,
         reward_normalization: bool = False,
+        weight: float = 0.5,
         weight_schedule: Mapping[str, Any] | None = None,
         learning_rate: float = 1e-3,
-        step_dt: float | None = None,
         device: str | torch.device = "cpu",
+        step_dt: float | None = None,
     ) -> None:
         super().__init__()
         if isinstance(obs_groups, Mapping):
@@ -238,4 +239,51 @@ class RandomNetworkDistillation(nn.Module):
         return result
 
 
-__all__ = ["RandomNetworkDistillation", "WEIGHT_SCHEDULE_MODES"]
+def env_step_dt(env: Any) -> float:
+    """The env's control step ``env.step_dt`` in seconds (also looked up on ``env.unwrapped``, as wrappers of
+    rsl_rl-style envs keep it there); a clear error when the env does not state it."""
+    for owner in (env, getattr(env, "unwrapped", None)):
+        dt = getattr(owner, "step_dt", None) if owner is not None else None
+        if dt is not None:
+            dt = float(dt)
+            if not dt > 0.0:
+                raise ConfigError(f"{type(env).__name__}.step_dt must be a positive number of seconds, got {dt}.")
+            return dt
+    raise ConfigError(f"RND needs the env's control step: set env.step_dt (seconds per env step) on "
+                      f"{type(env).__name__} or rnd_cfg.step_dt.")
+
+
+def resolve_rnd_config(alg_cfg: dict, obs: TensorDict, obs_groups: Mapping[str, Sequence[str]], env: Any) -> dict:
+    """Complete ``alg_cfg["rnd_cfg"]`` with what the module needs from the env and the observations.
+
+    Fills ``obs_groups`` (the ``"rnd_state"`` groups, in order), ``num_states`` (their summed feature size D)
+    and, unless the config gives it, ``step_dt`` (:func:`env_step_dt`). The user's ``rnd_cfg`` dict is copied,
+    not modified; ``alg_cfg`` gets the completed copy (``None`` when there is no RND) and is returned.
+
+    Unlike rsl_rl's function of the same name, ``weight`` is left as configured: rlcore's module multiplies
+    the bonus by ``step_dt`` itself (weights are per second of simulated time, schedules included).
+
+    Raises:
+        ConfigError: an RND group is not 1D (``[N, D]``), or the env states no positive control step.
+    """
+    rnd_cfg = alg_cfg.get("rnd_cfg")
+    if rnd_cfg is None:
+        alg_cfg["rnd_cfg"] = None
+        return alg_cfg
+    rnd_cfg = dict(rnd_cfg)
+    groups = obs_groups["rnd_state"]
+    rnd_cfg["obs_groups"] = [groups] if isinstance(groups, str) else list(groups)
+    for g in rnd_cfg["obs_groups"]:
+        if obs[g].dim() != 2:
+            raise ConfigError(f"RND takes 1D observation groups, but '{g}' has shape {tuple(obs[g].shape)}; list "
+                              "only 1D groups in obs_groups['rnd_state'] (command line: "
+                              "task.obs_groups.rnd_state=[...]).")
+    rnd_cfg["num_states"] = sum(int(obs[g].shape[-1]) for g in rnd_cfg["obs_groups"])
+    # A wrong control period would scale the bonus by orders of magnitude: no silent default.
+    if rnd_cfg.get("step_dt") is None:
+        rnd_cfg["step_dt"] = env_step_dt(env)
+    alg_cfg["rnd_cfg"] = rnd_cfg
+    return alg_cfg
+
+
+__all__ = ["WEIGHT_SCHEDULE_MODES", "RandomNetworkDistillation", "env_step_dt", "resolve_rnd_config"]

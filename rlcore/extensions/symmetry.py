@@ -27,6 +27,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tensordict import TensorDict
 
+from rlcore.errors import ConfigError
+
 
 def resolve_function(func: str | Callable | None) -> Callable | None:
     """A callable as is, or one named ``"package.module:function"`` / ``"package.module.function"``.
@@ -38,27 +40,27 @@ def resolve_function(func: str | Callable | None) -> Callable | None:
     if func is None or callable(func):
         return func
     if not isinstance(func, str):
-        raise ValueError(f"data_augmentation_func must be a callable or a 'package.module:function' string, "
+        raise ConfigError(f"data_augmentation_func must be a callable or a 'package.module:function' string, "
                          f"got {type(func).__name__}.")
     if ":" in func:
         module_name, attr = func.split(":", 1)
     elif "." in func:
         module_name, attr = func.rsplit(".", 1)
     else:
-        raise ValueError(f"data_augmentation_func '{func}' is not a 'package.module:function' path.")
+        raise ConfigError(f"data_augmentation_func '{func}' is not a 'package.module:function' path.")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ValueError(f"data_augmentation_func '{func}': cannot import module '{module_name}' ({err}).") from None
+        raise ConfigError(f"data_augmentation_func '{func}': cannot import module '{module_name}' ({err}).") from None
     obj = module
     try:
         for part in attr.split("."):  # "module:Class.method" works too
             obj = getattr(obj, part)
     except AttributeError:
-        raise ValueError(f"data_augmentation_func '{func}': module '{module_name}' has no attribute '{attr}'.") \
+        raise ConfigError(f"data_augmentation_func '{func}': module '{module_name}' has no attribute '{attr}'.") \
             from None
     if not callable(obj):
-        raise ValueError(f"data_augmentation_func '{func}' resolved to a non-callable {type(obj).__name__}.")
+        raise ConfigError(f"data_augmentation_func '{func}' resolved to a non-callable {type(obj).__name__}.")
     return obj
 
 
@@ -95,21 +97,21 @@ class Symmetry:
             self.data_augmentation_func = resolve_function(data_augmentation_func)
             return
         if data_augmentation_func is None:
-            raise ValueError("Symmetry extension: data_augmentation_func is required (a callable or a "
+            raise ConfigError("Symmetry extension: data_augmentation_func is required (a callable or a "
                              "'package.module:function' path) when use_data_augmentation or use_mirror_loss is on.")
         self.data_augmentation_func = resolve_function(data_augmentation_func)
 
     # ------------------------------------------------------------------ helpers
     def _call(self, obs: TensorDict | None, actions: torch.Tensor | None):
         if self.data_augmentation_func is None:
-            raise ValueError("Symmetry extension: data_augmentation_func is required to mirror observations/actions.")
+            raise ConfigError("Symmetry extension: data_augmentation_func is required to mirror observations/actions.")
         return self.data_augmentation_func(env=self.env, obs=obs, actions=actions)
 
     @staticmethod
     def _num_copies(n_in: int, n_out: int, what: str) -> int:
         """``k + 1``: how many blocks of ``n_in`` rows the augmented ``what`` holds."""
         if n_in <= 0 or n_out < 2 * n_in or n_out % n_in != 0:
-            raise ValueError(f"data_augmentation_func returned {n_out} {what} rows for {n_in} inputs; expected "
+            raise ConfigError(f"data_augmentation_func returned {n_out} {what} rows for {n_in} inputs; expected "
                              f"[original, mirrored...]: a multiple >= 2 of the input batch.")
         return n_out // n_in
 
@@ -122,7 +124,7 @@ class Symmetry:
         if actions is not None and actions_aug is not None:
             same = same and torch.equal(actions, actions_aug[:b])
         if not same:
-            raise ValueError("data_augmentation_func must return the original samples first: "
+            raise ConfigError("data_augmentation_func must return the original samples first: "
                              "[original, mirrored_1, ..., mirrored_k] along the batch dimension.")
         self._checked_identity = True
 
@@ -132,10 +134,10 @@ class Symmetry:
         b = actions.shape[0]
         obs_aug, actions_aug = self._call(obs, actions)
         if obs_aug is None or actions_aug is None:
-            raise ValueError("data_augmentation_func returned None for observations or actions it was given.")
+            raise ConfigError("data_augmentation_func returned None for observations or actions it was given.")
         copies = self._num_copies(b, int(obs_aug.batch_size[0]), "observation")
         if actions_aug.shape[0] != copies * b:
-            raise ValueError(f"data_augmentation_func returned {obs_aug.batch_size[0]} observation rows but "
+            raise ConfigError(f"data_augmentation_func returned {obs_aug.batch_size[0]} observation rows but "
                              f"{actions_aug.shape[0]} action rows.")
         self._check_first_block(obs, obs_aug, actions, actions_aug)
         return obs_aug, actions_aug
@@ -156,7 +158,7 @@ class Symmetry:
         means = actor(obs_aug, stochastic_output=False)  # [B*(k+1), A]
         _, mirrored = self._call(None, means[:b].detach())
         if mirrored is None or mirrored.shape != means.shape:
-            raise ValueError(f"data_augmentation_func mirrored {b} actions into shape "
+            raise ConfigError(f"data_augmentation_func mirrored {b} actions into shape "
                              f"{None if mirrored is None else tuple(mirrored.shape)}, expected {tuple(means.shape)}.")
         return F.mse_loss(means[b:], mirrored[b:].detach())
 

@@ -6,4 +6,4 @@ from rlcore.models.rnn_model import RNNModel
 
 MODELS = {"MLPModel": MLPModel, "CNNModel": CNNModel, "RNNModel": RNNModel}
 
-__all__ = ["CNNModel", "MLPModel", "MODELS", "RNNModel", "select_obs_groups"]
+__all__ = ["MODELS", "CNNModel", "MLPModel", "RNNModel", "select_obs_groups"]

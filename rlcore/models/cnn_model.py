@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
+from rlcore.errors import ConfigError
 from rlcore.models.mlp_model import ExportedPolicy, MLPModel, select_obs_groups
 from rlcore.modules import CNN, HiddenState
 
@@ -42,7 +43,7 @@ class CNNModel(MLPModel):
     ) -> None:
         _, groups_2d = select_obs_groups(obs, obs_groups, obs_set)
         if not groups_2d:
-            raise ValueError(
+            raise ConfigError(
                 f"CNNModel needs at least one 2D observation group [C, H, W] in '{obs_set}', got only 1D groups "
                 f"{list(obs_groups[obs_set])}; use MLPModel (model=mlp) instead."
             )
@@ -103,17 +104,17 @@ def _make_encoder(group: str, shape: tuple[int, ...], cnn_cfg: Mapping | None, c
     if cnns is not None and group in cnns:
         enc = cnns[group]
         if tuple(enc.input_shape) != tuple(shape):
-            raise ValueError(
+            raise ConfigError(
                 f"Shared CNN encoder for group '{group}' expects input [C, H, W] = {list(enc.input_shape)}, "
                 f"but the group has shape {list(shape)}."
             )
         if not enc.flatten:
-            raise ValueError(f"Shared CNN encoder for group '{group}' must flatten its output (flatten=True).")
+            raise ConfigError(f"Shared CNN encoder for group '{group}' must flatten its output (flatten=True).")
         return enc
     cfg = dict(cnn_cfg or {})
     if cfg and all(isinstance(v, Mapping) for v in cfg.values()):  # per-group configs
         if group not in cfg:
-            raise ValueError(f"cnn_cfg has per-group entries {sorted(cfg)} but none for 2D group '{group}'.")
+            raise ConfigError(f"cnn_cfg has per-group entries {sorted(cfg)} but none for 2D group '{group}'.")
         cfg = dict(cfg[group])
     cfg["flatten"] = True
     return CNN(input_dim=shape[1:], input_channels=shape[0], **cfg)

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
+from rlcore.errors import ConfigError
 from rlcore.modules import MLP, EmpiricalNormalization, HiddenState, resolve_distribution
 from rlcore.utils.trajectories import unpad_trajectories
 
@@ -24,15 +25,15 @@ def select_obs_groups(obs: TensorDict, obs_groups: dict[str, list[str]], obs_set
             names it and lists the groups present); a group is neither 1D ``[N, D]`` nor 2D ``[N, C, H, W]``.
     """
     if obs_set not in obs_groups:
-        raise ValueError(f"Observation set '{obs_set}' is not in obs_groups (sets given: {sorted(obs_groups)}).")
+        raise ConfigError(f"Observation set '{obs_set}' is not in obs_groups (sets given: {sorted(obs_groups)}).")
     groups = list(obs_groups[obs_set])
     if not groups:
-        raise ValueError(f"Observation set '{obs_set}' lists no observation groups.")
+        raise ConfigError(f"Observation set '{obs_set}' lists no observation groups.")
     present = list(obs.keys())
     one_d, two_d = [], []
     for group in groups:
         if group not in present:
-            raise ValueError(
+            raise ConfigError(
                 f"Observation group '{group}' (observation set '{obs_set}') is not provided by the environment; "
                 f"available groups: {', '.join(present)}."
             )
@@ -42,7 +43,7 @@ def select_obs_groups(obs: TensorDict, obs_groups: dict[str, list[str]], obs_set
         elif ndim == 3:
             two_d.append(group)
         else:
-            raise ValueError(
+            raise ConfigError(
                 f"Observation group '{group}' has per-env shape {tuple(obs[group].shape[obs.batch_dims:])}; "
                 "groups must be 1D [D] or 2D images [C, H, W]."
             )
@@ -85,7 +86,7 @@ class MLPModel(nn.Module):
         self.obs_groups_1d, self.obs_groups_2d = select_obs_groups(obs, obs_groups, obs_set)
         self.obs_groups = self.obs_groups_1d + self.obs_groups_2d
         if self.obs_groups_2d and not self.accepts_2d:
-            raise ValueError(
+            raise ConfigError(
                 f"{type(self).__name__} takes only 1D observation groups, but '{obs_set}' includes 2D group(s) "
                 f"{self.obs_groups_2d}; use CNNModel (model=cnn) for image-like groups."
             )

@@ -15,16 +15,16 @@ from rlcore.modules.rnn import RNN, HiddenState
 
 __all__ = [
     "ACTIVATIONS",
-    "BetaDistribution",
     "CNN",
+    "MLP",
+    "RNN",
+    "BetaDistribution",
     "Distribution",
     "EmpiricalDiscountedVariationNormalization",
     "EmpiricalNormalization",
     "GaussianDistribution",
     "HeteroscedasticGaussianDistribution",
     "HiddenState",
-    "MLP",
-    "RNN",
     "resolve_activation",
     "resolve_distribution",
 ]

@@ -10,6 +10,8 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
     "elu": nn.ELU,
     "selu": nn.SELU,
     "relu": nn.ReLU,
+    "crelu": nn.CELU,  # rsl_rl's name for CELU
+    "celu": nn.CELU,
     "leaky_relu": nn.LeakyReLU,
     "lrelu": nn.LeakyReLU,
     "tanh": nn.Tanh,
@@ -44,4 +46,4 @@ def activation_gain(name: str) -> float:
              "sigmoid": "sigmoid"}
     if key in table:
         return float(nn.init.calculate_gain(table[key]))
-    return 2.0**0.5 if key in ("elu", "silu", "swish", "gelu", "mish", "softplus") else 1.0
+    return 2.0**0.5 if key in ("elu", "crelu", "celu", "silu", "swish", "gelu", "mish", "softplus") else 1.0

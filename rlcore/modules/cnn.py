@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -12,6 +13,24 @@ from rlcore.modules.activation import resolve_activation
 
 NORMS = ("none", "batch", "layer")
 GLOBAL_POOLS = ("none", "avg", "max")
+PADDINGS = ("same", "none", "zeros", "reflect", "replicate", "circular")
+"""``padding`` values: rlcore's "same" (the default) and rsl_rl's five."""
+
+
+def _conv_padding(padding: str, size: int, k: int, s: int, d: int) -> int:
+    """Padding on each side of one spatial axis of ``size`` for a conv with kernel k, stride s, dilation d.
+
+    - "same": ``d * (k - 1) // 2``, independent of the size (odd kernels: output ``ceil(size / s)``).
+    - "none": 0.
+    - rsl_rl's modes ("zeros", "reflect", "replicate", "circular"): the padding rsl_rl 5.5.1 computes from the
+      size, ``ceil((d * (k - 1) + 1 - s - size % s) / 2)``, so its configs give the same shapes (and checkpoints
+      load); never negative (rsl_rl itself fails where the formula goes below 0).
+    """
+    if padding == "same":
+        return d * (k - 1) // 2
+    if padding == "none":
+        return 0
+    return max(0, math.ceil((d * (k - 1) + 1 - s - size % s) / 2))
 
 
 def _per_layer(value, n: int, name: str) -> list:
@@ -24,22 +43,26 @@ def _per_layer(value, n: int, name: str) -> list:
 
 
 class CNN(nn.Sequential):
-    """Stack of ``Conv2d -> norm -> activation -> (max pool)`` layers with automatic 'same' padding.
+    """Stack of ``Conv2d -> norm -> activation -> (max pool)`` layers.
 
-    Args:
+    Args (rsl_rl 5.5.1's, in its order):
         input_dim: input image size ``(H, W)``.
         input_channels: input channels C.
         output_channels: channels of each conv layer (one entry per layer).
         kernel_size, stride, dilation: int (all layers) or one per layer.
+        padding: "same" (default): ``dilation * (kernel - 1) // 2`` zeros on each side, so odd kernels keep
+            H and W at stride 1; "none": no padding; "zeros", "reflect", "replicate", "circular": rsl_rl's
+            size-dependent padding with that ``padding_mode`` (see :func:`_conv_padding`). rsl_rl's default is
+            "none"; rlcore keeps "same" so existing configs and checkpoints keep their shapes.
         norm: "none", "batch" or "layer" (LayerNorm over ``[C, H, W]``), or one per layer.
         activation: activation name.
         max_pool: bool or one per layer: 2x2 max pooling after the layer.
         global_pool: "none", "avg" (global average pooling) or "max" over the spatial dims at the end.
         flatten: flatten the output to ``[B, output_dim]``.
 
-    Padding is ``dilation * (kernel - 1) // 2`` (odd kernels keep the size at stride 1); the output
-    shape is computed layer by layer and exposed as ``output_shape`` / ``output_dim``.
-    Weights use Kaiming-normal initialisation, biases zero.
+    The output shape is computed layer by layer and exposed as ``output_shape`` / ``output_dim``;
+    ``output_channels`` is the last layer's channel count when the output is not flattened (None otherwise,
+    as in rsl_rl). Weights use Kaiming-normal initialisation, biases zero.
     """
 
     def __init__(
@@ -50,6 +73,7 @@ class CNN(nn.Sequential):
         kernel_size: int | Sequence[int] = 3,
         stride: int | Sequence[int] = 1,
         dilation: int | Sequence[int] = 1,
+        padding: str = "same",
         norm: str | Sequence[str] = "none",
         activation: str = "elu",
         max_pool: bool | Sequence[bool] = False,
@@ -69,16 +93,20 @@ class CNN(nn.Sequential):
         pools = _per_layer(max_pool, n, "max_pool")
         if global_pool not in GLOBAL_POOLS:
             raise ConfigError(f"Unknown CNN global_pool '{global_pool}'. Valid: {', '.join(GLOBAL_POOLS)}.")
+        padding = str(padding).lower()
+        if padding not in PADDINGS:
+            raise ConfigError(f"Unknown CNN padding '{padding}'. Valid: {', '.join(PADDINGS)}.")
+        mode = padding if padding in ("reflect", "replicate", "circular") else "zeros"
         self.input_shape = (int(input_channels), int(input_dim[0]), int(input_dim[1]))
         c, h, w = self.input_shape
         for out_c, k, s, d, nm, pool in zip(output_channels, kernels, strides, dilations, norms, pools):
             if nm not in NORMS:
                 raise ConfigError(f"Unknown CNN norm '{nm}'. Valid: {', '.join(NORMS)}.")
-            pad = d * (k - 1) // 2
-            self.append(nn.Conv2d(c, out_c, k, stride=s, padding=pad, dilation=d))
+            pad = (_conv_padding(padding, h, k, s, d), _conv_padding(padding, w, k, s, d))
+            self.append(nn.Conv2d(c, out_c, k, stride=s, padding=pad, dilation=d, padding_mode=mode))
             c = int(out_c)
-            h = (h + 2 * pad - d * (k - 1) - 1) // s + 1
-            w = (w + 2 * pad - d * (k - 1) - 1) // s + 1
+            h = (h + 2 * pad[0] - d * (k - 1) - 1) // s + 1
+            w = (w + 2 * pad[1] - d * (k - 1) - 1) // s + 1
             if h < 1 or w < 1:
                 raise ConfigError(f"CNN layers shrink the {self.input_shape[1:]} input to nothing; "
                                  "reduce strides/kernels or pooling.")
@@ -100,6 +128,7 @@ class CNN(nn.Sequential):
             self.append(nn.AdaptiveMaxPool2d(1))
             h = w = 1
         self.flatten = flatten
+        self.output_channels: int | None = None if flatten else c
         if flatten:
             self.append(nn.Flatten(start_dim=1))
         self.output_shape: tuple[int, ...] = (c * h * w,) if flatten else (c, h, w)

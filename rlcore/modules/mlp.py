@@ -52,23 +52,37 @@ class MLP(nn.Sequential):
             self.append(resolve_activation(last_activation))
         if len(self.output_shape) > 1:
             self.append(nn.Unflatten(-1, self.output_shape))
+        num_linear = len(dims)
+        if init_gains is not None and len(init_gains) != num_linear:
+            raise ConfigError(f"init_gains has {len(init_gains)} entries but the MLP has {num_linear} Linear layers.")
         self.init_weights(init_gains, activation)
 
-    __jit_unused_properties__ = ["linear_layers"]
+    __jit_unused_properties__ = ("linear_layers",)
 
     @property
     def linear_layers(self) -> list[nn.Linear]:
         """The Linear layers, input to output."""
         return [m for m in self if isinstance(m, nn.Linear)]
 
-    def init_weights(self, init_gains: Sequence[float] | None = None, activation: str = "elu") -> None:
-        """Orthogonal weights with per-layer gains, zero biases."""
+    def init_weights(self, scales: float | Sequence[float] | None = None, activation: str = "elu") -> None:
+        """Orthogonal weights, zero biases.
+
+        Args:
+            scales: orthogonal-init gain: one number for every Linear layer, one per Linear layer (input to
+                output), or None for ``activation``'s gain on the hidden layers and 0.01 on the output layer.
+                (rsl_rl's ``MLP.init_weights(scales)`` indexes a sequence by position in the ``nn.Sequential``,
+                activations included; rlcore indexes Linear layers only.)
+            activation: the hidden activation, for the default gains.
+        """
         layers = self.linear_layers
-        if init_gains is None:
-            init_gains = [activation_gain(activation)] * (len(layers) - 1) + [0.01]
-        if len(init_gains) != len(layers):
-            raise ConfigError(f"init_gains has {len(init_gains)} entries but the MLP has {len(layers)} Linear layers.")
-        for layer, gain in zip(layers, init_gains):
+        if scales is None:
+            scales = [activation_gain(activation)] * (len(layers) - 1) + [0.01]
+        elif isinstance(scales, (int, float)):
+            scales = [float(scales)] * len(layers)
+        if len(scales) != len(layers):
+            raise ConfigError(f"init_weights: scales has {len(scales)} entries but the MLP has {len(layers)} Linear "
+                              "layers; give one gain per Linear layer or a single number.")
+        for layer, gain in zip(layers, scales):
             nn.init.orthogonal_(layer.weight, gain=float(gain))
             nn.init.zeros_(layer.bias)
 

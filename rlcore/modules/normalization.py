@@ -102,12 +102,12 @@ class EmpiricalDiscountedVariationNormalization(nn.Module):
 
     Args:
         shape: reward shape without batch axis (``[]`` or ``[1]``).
-        gamma: discount of the return whose variation is tracked.
         eps: added to the std.
+        gamma: discount of the return whose variation is tracked.
         until: stop updating after this many samples.
     """
 
-    def __init__(self, shape: int | tuple[int, ...] | list[int] = (), gamma: float = 0.99, eps: float = 1e-2,
+    def __init__(self, shape: int | tuple[int, ...] | list[int] = (), eps: float = 1e-2, gamma: float = 0.99,
                  until: int | None = None) -> None:
         super().__init__()
         self.emp_norm = EmpiricalNormalization(shape, eps=eps, until=until)

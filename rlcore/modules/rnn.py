@@ -40,15 +40,17 @@ class RNN(nn.Module):
     def is_lstm(self) -> bool:
         return self.rnn_type == "lstm"
 
-    def forward(self, x: torch.Tensor, masks: torch.Tensor | None = None, hidden_state: HiddenState = None) -> torch.Tensor:
+    def forward(self, input: torch.Tensor, masks: torch.Tensor | None = None,  # rsl_rl's parameter name
+                hidden_state: HiddenState = None) -> torch.Tensor:
+        """One step ``[N, D] -> [N, H]`` (no ``masks``), or padded trajectories ``[T, K, D]`` -> ``[T, N, H]``."""
         if masks is not None:
             if hidden_state is None:
                 raise ValueError("RNN batch mode (masks given) needs the hidden states saved at trajectory starts.")
-            out, _ = self.rnn(x, hidden_state)
+            out, _ = self.rnn(input, hidden_state)
             return unpad_trajectories(out, masks)
         if self.hidden_state is None:
-            self.hidden_state = self.zero_state(x.shape[0], x)
-        out, self.hidden_state = self.rnn(x.unsqueeze(0), self.hidden_state)
+            self.hidden_state = self.zero_state(input.shape[0], input)
+        out, self.hidden_state = self.rnn(input.unsqueeze(0), self.hidden_state)
         return out.squeeze(0)
 
     def zero_state(self, batch_size: int, like: torch.Tensor) -> HiddenState:

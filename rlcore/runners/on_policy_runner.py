@@ -12,6 +12,7 @@ from tensordict import TensorDict
 
 from rlcore.algorithms.factory import construct_algorithm
 from rlcore.env import VecEnv
+from rlcore.errors import ConfigError
 from rlcore.utils.checkpoint import get_rng_states, load_checkpoint, save_atomic, seed_everything, set_rng_states
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
 from rlcore.utils.export import export_jit, export_onnx, policy_metadata
@@ -181,13 +182,10 @@ class OnPolicyRunner:
 
     def _collect(self, obs: TensorDict) -> TensorDict:
         """One rollout of ``num_steps_per_env`` steps, then the return computation."""
-        clip = self.cfg["clip_actions"]
         bad = None
         with torch.inference_mode():
             for _ in range(self.num_steps_per_env):
-                actions = self.alg.act(obs)
-                if clip is not None:
-                    actions = actions.clamp(-float(clip), float(clip))
+                actions = self._clip_actions(self.alg.act(obs))
                 obs, rewards, dones, extras = self.env.step(actions.to(self.env.device))
                 obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                 if self.cfg["check_for_nan"]:
@@ -216,7 +214,7 @@ class OnPolicyRunner:
         bad = None
         with torch.inference_mode():
             for _ in range(steps):
-                actions = policy(obs, stochastic_output=True)
+                actions = self._clip_actions(policy(obs, stochastic_output=True))
                 obs, rewards, dones, _ = self.env.step(actions.to(self.env.device))
                 obs, dones = obs.to(self.device), dones.to(self.device)
                 if self.cfg["check_for_nan"]:  # a NaN merged into the statistics would poison every later step
@@ -230,6 +228,15 @@ class OnPolicyRunner:
         for model in self.models.values():
             model.reset()
         return obs
+
+    def _clip_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """The actions ``[N, A]`` the env receives: clamped to ``[-clip_actions, clip_actions]`` when the config sets
+        ``clip_actions`` (the algorithm still stores the unclipped ones), else unchanged. Every ``env.step`` of the
+        runner (warm-up and rollouts) goes through here."""
+        clip = self.cfg["clip_actions"]
+        if clip is None:
+            return actions
+        return actions.clamp(-float(clip), float(clip))
 
     def _check_ready(self) -> None:
         """Hook for subclasses (distillation needs its teacher loaded)."""
@@ -314,7 +321,7 @@ class OnPolicyRunner:
                 if _norm(ga[part]) != _norm(gb[part]):
                     diffs.append(f"obs_groups.{part}: checkpoint {ga[part]!r} vs config {gb[part]!r}")
         if diffs:
-            raise ValueError(f"Checkpoint '{path}' was written for a different model: " + "; ".join(diffs) + ".")
+            raise ConfigError(f"Checkpoint '{path}' was written for a different model: " + "; ".join(diffs) + ".")
 
     # ------------------------------------------------------------------ deployment
     def get_inference_policy(self, device: str | None = None) -> torch.nn.Module:
@@ -337,7 +344,8 @@ class OnPolicyRunner:
         policy = self.alg.get_policy()
         module = policy.as_onnx(verbose)
         task = (self.cfg.get("task") or {}).get("name") if isinstance(self.cfg.get("task"), dict) else None
-        return export_onnx(module, os.path.join(path, filename), metadata=policy_metadata(module, policy, self.env, task))
+        metadata = policy_metadata(module, policy, self.env, task)
+        return export_onnx(module, os.path.join(path, filename), metadata=metadata)
 
     def add_git_repo_to_log(self, repo_file_path: str) -> None:
         """Also store the git state (commit, status, diff) of the repository holding ``repo_file_path`` when training

@@ -42,7 +42,7 @@ def config_dir() -> str:
         import site
 
         prefixes.append(site.getuserbase())
-    except Exception:  # noqa: BLE001 - a missing user base is not an error
+    except Exception:
         pass
     candidates += [os.path.join(p, "share", "rlcore", "conf") for p in prefixes if p]
     for path in candidates:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from rlcore.errors import ConfigError
+
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 """Modes that replay CUDA graphs: a replay overwrites the previous call's outputs, and the algorithms call a
 model several times before using the results (actor on the batch, then on mirrored observations, ...)."""
@@ -19,7 +21,7 @@ def compile_model(model: torch.nn.Module, mode: str | None = None) -> torch.nn.M
     if mode is None:
         return model
     if mode in CUDA_GRAPH_MODES:
-        raise ValueError(f"torch.compile mode '{mode}' replays CUDA graphs, which the algorithms cannot use; "
+        raise ConfigError(f"torch.compile mode '{mode}' replays CUDA graphs, which the algorithms cannot use; "
                          "use 'default' or 'max-autotune-no-cudagraphs' (or None to not compile).")
     return torch.compile(model, mode=mode)  # type: ignore[return-value]
 

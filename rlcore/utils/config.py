@@ -9,6 +9,8 @@ from typing import Any
 
 from tensordict import TensorDict
 
+from rlcore.errors import ConfigError
+
 # Short names accepted for ``class_name``, resolved lazily so that lower layers do not import higher ones.
 _KNOWN_CLASSES = {
     "MLPModel": "rlcore.models:MLPModel",
@@ -43,7 +45,7 @@ def resolve_callable(callable_or_name: type | Callable | str) -> Callable:
         return callable_or_name
     name = callable_or_name
     if not isinstance(name, str):
-        raise ValueError(f"Expected a class, a function or a name, got {type(name).__name__} {name!r}.")
+        raise ConfigError(f"Expected a class, a function or a name, got {type(name).__name__} {name!r}.")
     target = _KNOWN_CLASSES.get(name, name)
     if ":" in target:
         module_name, attr = target.split(":", 1)
@@ -54,7 +56,7 @@ def resolve_callable(callable_or_name: type | Callable | str) -> Callable:
             module = importlib.import_module(f"rlcore.{package}")
             if name in getattr(module, "__all__", ()):
                 return getattr(module, name)
-        raise ValueError(f"Unknown class_name '{name}'. Known names: {', '.join(sorted(_KNOWN_CLASSES))}, "
+        raise ConfigError(f"Unknown class_name '{name}'. Known names: {', '.join(sorted(_KNOWN_CLASSES))}, "
                          "or give a full 'package.module:Class' path.")
     try:
         obj = importlib.import_module(module_name)
@@ -62,14 +64,14 @@ def resolve_callable(callable_or_name: type | Callable | str) -> Callable:
             obj = getattr(obj, part)
         return obj
     except (ImportError, AttributeError) as err:
-        raise ValueError(f"class_name '{name}' could not be resolved ({err}).") from None
+        raise ConfigError(f"class_name '{name}' could not be resolved ({err}).") from None
 
 
 def resolve_class(cfg: Mapping) -> tuple[type, dict]:
     """``(class, kwargs)`` from a config with a ``class_name`` key; ``cfg`` is not modified."""
     cfg = copy.deepcopy(dict(cfg))
     if "class_name" not in cfg:
-        raise ValueError(f"Config {sorted(cfg)} has no 'class_name' key saying which class to build.")
+        raise ConfigError(f"Config {sorted(cfg)} has no 'class_name' key saying which class to build.")
     return resolve_callable(cfg.pop("class_name")), cfg
 
 
@@ -100,11 +102,11 @@ def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, default_sets
     for name, groups in dict(obs_groups or {}).items():
         groups = [groups] if isinstance(groups, str) else list(groups)
         if not groups:
-            raise ValueError(f"obs_groups['{name}'] is an empty list; give at least one observation group "
+            raise ConfigError(f"obs_groups['{name}'] is an empty list; give at least one observation group "
                              f"from: {', '.join(available)}.")
         for g in groups:
             if g not in available:
-                raise ValueError(
+                raise ConfigError(
                     f"obs_groups['{name}'] uses observation group '{g}', which the environment does not provide; "
                     f"available groups: {', '.join(available)}."
                 )
@@ -126,7 +128,7 @@ def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, default_sets
                 print(f"[rlcore] obs_groups: no '{name}' set given, using observation group 'policy'")
                 break
         if name not in resolved:
-            raise ValueError(
+            raise ConfigError(
                 f"obs_groups has no '{name}' set and no default applies; give obs_groups['{name}'] as a list of "
                 f"observation groups from: {', '.join(available)}."
             )

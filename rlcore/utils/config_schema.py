@@ -167,12 +167,13 @@ class PPOCfg:
     schedule: Schedule = Schedule.adaptive
     desired_kl: float = 0.01
     normalize_advantage_per_mini_batch: bool = False
+    use_mixed_precision: bool = False
+    grad_reduce_bucket_mb: float = 25.0
+    # rlcore's own settings (after rsl_rl's in the constructor)
     reshuffle_each_epoch: bool = True
     reward_normalization: bool = False
-    use_mixed_precision: bool = False
     use_bf16: bool = False
     torch_compile: bool = False
-    grad_reduce_bucket_mb: float = 25.0
     clip_gradients_jointly: bool = False  # clip the joint actor+critic gradient norm instead of each model's
     share_cnn_encoders: bool = False  # consumed by the factory (CNN critic reuses the actor's encoders)
 

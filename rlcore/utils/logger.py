@@ -16,6 +16,8 @@ from collections import deque
 
 import torch
 
+from rlcore.errors import ConfigError
+
 LOGGER_TYPES = ("tensorboard", "wandb", "none")
 """The short forms of ``cfg["logger"]``; the long form is ``{"class_name": <LogWriter subclass>, **kwargs}``."""
 
@@ -187,7 +189,7 @@ class Logger:
             self.writer = WandbLogWriter(self.log_dir, self.cfg.get("wandb_project", "rlcore"),
                                          run_name=self.cfg.get("run_name") or None, config=plain_config(self.cfg))
         elif spec not in (None, "none"):
-            raise ValueError(f"Unknown logger '{spec}'. Valid: {', '.join(LOGGER_TYPES)}, or "
+            raise ConfigError(f"Unknown logger '{spec}'. Valid: {', '.join(LOGGER_TYPES)}, or "
                              "{'class_name': <a LogWriter subclass or its import path>, ...}.")
         files = self._store_code_state()
         if isinstance(self.writer, LogWriter):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from rlcore.errors import ConfigError
+
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
     "adamw": torch.optim.AdamW,
@@ -20,7 +22,7 @@ def resolve_optimizer(optimizer_name: str) -> type[torch.optim.Optimizer]:
     """
     key = str(optimizer_name).lower()
     if key not in OPTIMIZERS:
-        raise ValueError(f"Unknown optimizer '{optimizer_name}'. Valid optimizers: {', '.join(OPTIMIZERS)}.")
+        raise ConfigError(f"Unknown optimizer '{optimizer_name}'. Valid optimizers: {', '.join(OPTIMIZERS)}.")
     return OPTIMIZERS[key]
 
 

@@ -53,7 +53,7 @@ def open_checkpoint(path: str, what: str = "checkpoint") -> tuple[str, dict]:
         raise UserError(f"{what}={path}: {err}") from None
     try:
         ckpt = load_checkpoint(file, map_location="cpu")
-    except Exception as err:  # noqa: BLE001 - a torn, foreign or code-carrying file: all the user's to fix
+    except Exception as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{what}={path}: '{file}' is not a readable rlcore checkpoint ({first}).") from None
     if not isinstance(ckpt, dict) or not any(k.endswith("_state_dict") for k in ckpt):

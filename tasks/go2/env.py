@@ -497,4 +497,4 @@ class Go2Env(VecEnv):
         self.sim.close()
 
 
-__all__ = ["Go2Env", "JOINT_NAMES", "quat_rotate_inverse", "yaw_of", "wrap_to_pi"]
+__all__ = ["JOINT_NAMES", "Go2Env", "quat_rotate_inverse", "wrap_to_pi", "yaw_of"]

@@ -97,7 +97,7 @@ def test_gradient_length_windows(kit, monkeypatch, steps, gradient_length, epoch
 
 
 def test_last_partial_window_is_applied(kit, monkeypatch):
-    """T=7, gradient_length=3: windows (0,1,2), (3,4,5), (6,) each give one step of their mean loss."""
+    """T=7, gradient_length=3: windows (0,1,2), (3,4,5), (6,) each give one step of their summed loss (rsl_rl's)."""
     env = kit.FakeEnv(num_envs=2)
     alg = kit.make_distillation(env.get_observations(), 7, gradient_length=3, learning_rate=1e-2,
                                 teacher_kwargs={"init_gains": [1.0, 1.0]})
@@ -118,7 +118,7 @@ def test_last_partial_window_is_applied(kit, monkeypatch):
     for window, window_grads in zip(((0, 1, 2), (3, 4, 5), (6,)), grads):
         opt.zero_grad()
         loss = sum(nn.functional.mse_loss(replay(st.observations[t]), st.privileged_actions[t]) for t in window)
-        (loss / len(window)).backward()
+        loss.backward()
         for g, p in zip(window_grads, replay.mlp.parameters()):
             torch.testing.assert_close(g, p.grad, atol=1e-6, rtol=1e-5)
         opt.step()
@@ -233,7 +233,7 @@ def test_recurrent_student_replay_and_carried_state(kit, monkeypatch, rnn_type, 
             assert _as_tuple(start_state)[0].abs().sum() > 0
         replayed = []
 
-        def hook(module, inputs, output):
+        def hook(module, inputs, output, replayed=replayed):
             replayed.append(output.detach().clone())
 
         handle = alg.student.register_forward_hook(hook)

@@ -551,7 +551,7 @@ def test_symmetry_refuses_recurrent_models_before_using_the_extension(kit, monke
     """A stub stands in for rlcore.extensions.symmetry: the check must fire before Symmetry is constructed."""
     stub = types.ModuleType("rlcore.extensions.symmetry")
 
-    class Symmetry:  # noqa: D401 - stand-in
+    class Symmetry:
         def __init__(self, **kwargs):
             raise AssertionError("Symmetry must not be built for a recurrent model")
 

@@ -31,6 +31,8 @@ def _overrides(model: str, algorithm: str, extensions: list[str]) -> list[str]:
     if model == "cnn":  # CNNModel needs an image group: the fake env below provides one
         out.append("task.obs_groups.actor=[policy,height_scan]")
         out.append("task.obs_groups.critic=[critic,height_scan]")
+        if "rnd" in extensions:  # RND reads 1D groups only (by default it would take the critic's, image included)
+            out.append("+task.obs_groups.rnd_state=[critic]")
     return out
 
 

@@ -6,7 +6,6 @@ import glob
 import os
 
 import pytest
-
 from cli_helpers import REPO_ROOT
 
 

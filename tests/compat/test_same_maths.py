@@ -360,19 +360,13 @@ def test_ppo_with_rnd_matches():
 
 # ============================================================================ Distillation
 def distillation_pair(rollout: Rollout, student_rnn: str | None = None, obs_norm: bool = False,
-                      window_lr_scale: bool = False, **cfg) -> tuple[Distillation, RslDistillation]:
-    """rlcore and rsl_rl Distillation on identical student/teacher models.
-
-    ``window_lr_scale``: give rlcore ``gradient_length`` times rsl_rl's learning rate. rlcore steps on the *mean* of
-    a window's per-step losses, rsl_rl on their *sum* (see ``test_distillation_window_loss_is_summed_like_rsl_rl``);
-    with SGD that factor is exactly a learning-rate factor."""
+                      **cfg) -> tuple[Distillation, RslDistillation]:
+    """rlcore and rsl_rl Distillation on identical student/teacher models and the same settings."""
     obs = rollout.obs[0]
     student, rsl_student = model_pair(obs, "student", A, student_rnn, obs_norm, stochastic=True)
     teacher, rsl_teacher = model_pair(obs, "teacher", A, None, obs_norm=True)
     cfg = {"num_learning_epochs": 1, "gradient_length": 2, "learning_rate": 1e-3, **cfg}
-    ours_lr = cfg["learning_rate"] * (cfg["gradient_length"] if window_lr_scale else 1)
-    ours = Distillation(student, teacher, RolloutStorage("distillation", N, T, obs, [A]), **{**cfg,
-                        "learning_rate": ours_lr})
+    ours = Distillation(student, teacher, RolloutStorage("distillation", N, T, obs, [A]), **cfg)
     theirs = RslDistillation(rsl_student, rsl_teacher, RslRolloutStorage("distillation", N, T, obs, [A]), **cfg)
     ours.train_mode()
     theirs.train_mode()
@@ -396,16 +390,16 @@ def check_distillation_update(case: str, ours: Distillation, theirs: RslDistilla
     return diffs
 
 
-SGD = {"optimizer": "sgd", "learning_rate": 0.05, "window_lr_scale": True}
+SGD = {"optimizer": "sgd", "learning_rate": 0.05}
 DISTILLATION_CASES = {
     # Adam with gradient_length 1: the mean and the sum of a one-step window are the same loss
     "mlp-adam": {"gradient_length": 1},
     "mlp-adam-obs-norm-2-epochs": {"gradient_length": 1, "obs_norm": True, "num_learning_epochs": 2},
     "gru-adam": {"gradient_length": 1, "student_rnn": "gru"},
     "lstm-adam-obs-norm": {"gradient_length": 1, "student_rnn": "lstm", "obs_norm": True},
-    # a clip active on every window normalises the gradient, so the window-loss scale cancels
+    # a clip active on every window
     "mlp-adam-clip-window-2": {"gradient_length": 2, "max_grad_norm": 1e-3},
-    # longer windows (truncated BPTT through several steps) with SGD, learning rate scaled for the window mean
+    # longer windows (truncated BPTT through several steps) with SGD: the summed window loss, same learning rate
     "mlp-sgd-window-4": {**SGD, "gradient_length": 4},
     "gru-sgd-window-4": {**SGD, "gradient_length": 4, "student_rnn": "gru"},
     "lstm-sgd-obs-norm-window-2-2-epochs": {**SGD, "gradient_length": 2, "student_rnn": "lstm", "obs_norm": True,
@@ -423,12 +417,10 @@ def test_distillation_update_matches(case: str):
     assert max(diffs.values()) <= PARAM_TOL, diffs
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rlcore Distillation._step steps on window_loss / window_len (mean of the window's per-step losses); rsl_rl 5.5.1 "
-    "backpropagates their sum. Same direction, gradient_length times smaller: an SGD step, and the max_grad_norm "
-    "threshold, differ by that factor (Adam only through eps). Reported to the owner of distillation.py."))
 @pytest.mark.parametrize("student_rnn", [None, "gru"], ids=["mlp", "gru"])
 def test_distillation_window_loss_is_summed_like_rsl_rl(student_rnn: str | None):
+    """Each optimiser step back-propagates the sum of the window's per-step losses, as rsl_rl 5.5.1 does (rlcore
+    once stepped on their mean: with SGD a step ``gradient_length`` times smaller, and a different clip threshold)."""
     rollout = make_rollout()
     ours, theirs = distillation_pair(rollout, student_rnn=student_rnn, optimizer="sgd", learning_rate=0.05,
                                      gradient_length=4)

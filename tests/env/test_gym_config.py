@@ -9,10 +9,10 @@ from omegaconf import OmegaConf
 
 pytest.importorskip("gymnasium", minversion="1.1")
 
-from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra import compose, initialize_config_dir
 
-from rlcore.env import GymnasiumVecEnv  # noqa: E402
-from tasks.registry import make_task  # noqa: E402
+from rlcore.env import GymnasiumVecEnv
+from tasks.registry import make_task
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
 

@@ -27,8 +27,8 @@ import torch
 
 pytest.importorskip("gymnasium", minversion="1.1")
 
-from rlcore.env import GymnasiumVecEnv  # noqa: E402
-from rlcore.runners import OnPolicyRunner  # noqa: E402
+from rlcore.env import GymnasiumVecEnv
+from rlcore.runners import OnPolicyRunner
 
 pytestmark = pytest.mark.learning
 

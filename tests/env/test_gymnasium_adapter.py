@@ -24,7 +24,6 @@ from tensordict import TensorDict
 
 gym = pytest.importorskip("gymnasium", minversion="1.1")
 
-from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 from gym_test_envs import (  # noqa: E402
     COUNTER_ID,
     DICT_COUNTER_ID,
@@ -32,6 +31,7 @@ from gym_test_envs import (  # noqa: E402
     CounterEnv,
     register_test_envs,
 )
+from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 from update_check import assert_each_update_improved, watch_updates  # noqa: E402
 
 from rlcore.env import GymnasiumVecEnv, VecEnv  # noqa: E402

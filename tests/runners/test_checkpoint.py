@@ -9,8 +9,8 @@ import os
 
 import pytest
 import torch
-
 from runner_helpers import NUM_ENVS, base_cfg, make_env
+
 from rlcore.runners import OnPolicyRunner
 from rlcore.utils.checkpoint import find_checkpoint, save_atomic
 

@@ -13,10 +13,10 @@ import time
 
 import pytest
 import torch
+from runner_helpers import GAUSSIAN, NUM_ENVS, base_cfg, make_env
 
 from rlcore.runners import DistillationRunner, OnPolicyRunner
 from rlcore.utils.logger import EpisodeStats
-from runner_helpers import GAUSSIAN, NUM_ENVS, base_cfg, make_env
 
 T = 8  # num_steps_per_env of base_cfg
 
@@ -245,7 +245,7 @@ def test_warm_up_statistics_match_the_observations_seen():
     env = StepWrapper(make_env(), hook)
     runner = OnPolicyRunner(env, base_cfg(normalizer_warmup_steps=4), None)
     first = env.get_observations()["policy"].clone()
-    runner.alg.update = lambda: {}  # stop after the first rollout: only the warm-up has been merged
+    runner.alg.update = dict  # stop after the first rollout: only the warm-up has been merged
     runner.alg.compute_returns = lambda obs: None
     runner.learn(1)
     warm = torch.cat([first] + seen[:4]).double()

@@ -20,7 +20,7 @@ from rlcore.env.legged_gym import LeggedGymVecEnv
 from rlcore.runners import DistillationRunner, OnPolicyRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "env"))
-from legged_gym_style_env import LeggedGymStyleEnv, make_cfg  # noqa: E402  (the legged_gym test env)
+from legged_gym_style_env import LeggedGymStyleEnv, make_cfg
 
 
 class FirstStepLengths:

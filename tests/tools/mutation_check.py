@@ -117,12 +117,20 @@ MUTATIONS: list[Mutation] = [
              "obs, actions = self.symmetry.augment(obs, actions)",
              "obs, actions = self.symmetry.augment(obs, actions)[0], actions.repeat(2, 1)", (SYM_IN_PPO,)),
     Mutation("KL taken on the augmented block", PPO,
-             "new_params = tuple(p[:n_orig] for p in new_params)",
+             "new_params = tuple(p[:n_orig] for p in self.actor.output_distribution_params)",
+             "new_params = self.actor.output_distribution_params; "
              "old_params = tuple(p.repeat(actions.shape[0] // n_orig, 1) for p in old_params)", (SYM_IN_PPO,)),
     # ---- runner and distributed
     Mutation("clip_actions ignored by the runner", "rlcore/runners/on_policy_runner.py",
-             "actions = actions.clamp(-float(clip), float(clip))", "actions = actions",
+             "return actions.clamp(-float(clip), float(clip))", "return actions",
              ("tests/runners/test_clip_actions.py",)),
+    Mutation("normaliser warm-up steps the env with unclipped actions", "rlcore/runners/on_policy_runner.py",
+             "actions = self._clip_actions(policy(obs, stochastic_output=True))",
+             "actions = policy(obs, stochastic_output=True)", ("tests/runners/test_clip_actions.py",)),
+    Mutation("distillation steps on the window's mean loss instead of its sum", "rlcore/algorithms/distillation.py",
+             "self._step(window_loss)\n                    window_loss, window_len = 0.0, 0",
+             "self._step(window_loss / window_len)\n                    window_loss, window_len = 0.0, 0",
+             ("tests/algorithms/test_distillation.py",), k="last_partial_window"),
     Mutation("distributed advantage normalisation uses each rank's own statistics", PPO,
              "if is_distributed():", "if False:", ("tests/distributed/test_multiprocess.py",)),
     # ---- the mended end-to-end tests of issue 12 (each must be able to fail)
