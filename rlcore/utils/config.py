@@ -84,14 +84,17 @@ _SET_FALLBACKS = {
     "rnd_state": ["critic", "actor", "policy"],
 }
 
+#: Sets whose defaults take only the 1D groups ``[N, D]`` of the set they fall back to.
+_FLAT_ONLY_SETS = ("rnd_state",)
+
 
 def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, default_sets: list[str]) -> dict[str, list[str]]:
     """Complete ``obs_groups`` with defaults for the sets an algorithm needs (``default_sets``); check every group.
 
     A missing set is filled, with a printed notice, by the first that applies: an env group with the
     set's own name (rsl_rl's rule: an env group ``critic`` feeds the critic); then another set —
-    critic and student take the actor's, teacher and rnd_state the critic's, else the actor's; then
-    the env group ``policy``. ``"policy"`` is also accepted as the legacy name of the actor set.
+    critic and student take the actor's, teacher and rnd_state the critic's, else the actor's (rnd_state
+    only their 1D groups: RND reads flat states); then the env group ``policy``. ``"policy"`` is also accepted as the legacy name of the actor set.
 
     Raises:
         ValueError: a set lists no groups or a group the environment does not provide (names it and
@@ -120,7 +123,12 @@ def resolve_obs_groups(obs: TensorDict, obs_groups: Mapping | None, default_sets
             continue
         for fallback in _SET_FALLBACKS.get(name, ["policy"]):
             if fallback in resolved:
-                resolved[name] = list(resolved[fallback])
+                groups = list(resolved[fallback])
+                if name in _FLAT_ONLY_SETS:  # RND's networks are MLPs: leave the 2D (image) groups out
+                    groups = [g for g in groups if obs[g].dim() == 2]
+                    if not groups:
+                        continue
+                resolved[name] = groups
                 print(f"[rlcore] obs_groups: no '{name}' set given, using the '{fallback}' set: {resolved[name]}")
                 break
             if fallback == "policy" and fallback in available:

@@ -45,6 +45,18 @@ def test_distillation_sets_fall_back_to_actor_and_critic():
     assert resolved["teacher"] == ["policy"]  # no critic set: the actor's
 
 
+def test_rnd_state_defaults_to_the_critics_flat_groups_only():
+    obs = TensorDict({"policy": torch.zeros(2, 3), "privileged": torch.zeros(2, 4),
+                      "height_scan": torch.zeros(2, 1, 5, 5)}, batch_size=[2])
+    sets = resolve_obs_groups(obs, {"actor": ["policy", "height_scan"],
+                                    "critic": ["policy", "privileged", "height_scan"]}, ["actor", "critic", "rnd_state"])
+    assert sets["rnd_state"] == ["policy", "privileged"]
+    assert sets["critic"] == ["policy", "privileged", "height_scan"]  # the critic's own list is untouched
+    # a critic of images only: rnd_state moves on to the actor's flat groups
+    sets = resolve_obs_groups(obs, {"actor": ["policy"], "critic": ["height_scan"]}, ["actor", "critic", "rnd_state"])
+    assert sets["rnd_state"] == ["policy"]
+
+
 def test_legacy_policy_set_is_used_for_the_actor():
     resolved = resolve_obs_groups(_obs("a", "b"), {"policy": ["a"], "critic": ["a", "b"]}, ["actor", "critic"])
     assert resolved["actor"] == ["a"] and resolved["critic"] == ["a", "b"]
