@@ -18,7 +18,7 @@ BOUND = 1e-3  # far below every gradient norm here, so every clip is active
 
 
 def _grad_norm(module: nn.Module) -> float:
-    return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in module.parameters() if p.grad is not None]))
+    return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in module.parameters() if p.grad is not None])).item()
 
 
 def _one_update_grads(kit, **ppo_kwargs) -> tuple[dict, dict]:
