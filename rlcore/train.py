@@ -21,6 +21,7 @@ import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting OpenMP threads
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import hydra
@@ -226,8 +227,14 @@ def _distributed_overrides(hydra_cfg: DictConfig, plan: TrainPlan, argv: list[st
 
 
 # ============================================================================ training
-def run(cfg: DictConfig, log_dir: str | None = None) -> None:
-    """Train as ``cfg`` says, writing into ``log_dir`` (default: Hydra's output directory)."""
+def run(cfg: DictConfig, log_dir: str | None = None,
+        callback: Callable[[object, int, dict], bool | None] | None = None) -> str | None:
+    """Train as ``cfg`` says, writing into ``log_dir`` (default: Hydra's output directory).
+
+    ``callback(runner, iteration, stats)``, when given, runs after every iteration (main process); returning True
+    stops training there (benchmarks use it for time budgets and evaluations). Returns the exported
+    ``policy.onnx`` path on the main process, else None.
+    """
     import torch
 
     from rlcore.runners import DistillationRunner, OnPolicyRunner
@@ -265,13 +272,16 @@ def run(cfg: DictConfig, log_dir: str | None = None) -> None:
         OmegaConf.save(OmegaConf.create(c), os.path.join(log_dir, "config.yaml"))  # resolved, typed, defaults filled
         print(f"[rlcore] run directory: {log_dir}")
     try:
-        runner.learn(init_at_random_ep_len=bool(c["runner"]["init_at_random_ep_len"]))
+        hook = None if callback is None else (lambda it, stats: callback(runner, it, stats))
+        runner.learn(init_at_random_ep_len=bool(c["runner"]["init_at_random_ep_len"]), callback=hook)
     finally:
         runner.close()
+    path = None
     if runner.is_main:
         path = runner.export_policy_to_onnx(log_dir)
         print(f"[rlcore] exported {path}")
     _finish_distributed()
+    return path
 
 
 def _finish_distributed() -> None:

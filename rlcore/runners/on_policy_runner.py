@@ -69,6 +69,11 @@ class OnPolicyRunner:
         # Whether the env's episodes are under way (restored from a checkpoint, or stepped by learn()): only
         # then does learn(init_at_random_ep_len=True) keep the episode lengths as they are.
         self._env_running = False
+        # The observation the next iteration starts from (after each rollout; restored by a resume). Envs whose
+        # get_observations() draws fresh sensor noise (Go2, Isaac Lab) would otherwise start a resumed run from
+        # another observation, and a generator one draw further on, than the uninterrupted run.
+        self._last_obs: TensorDict | None = None
+        self._resume_obs: TensorDict | None = None
         # rsl_rl's logger object: writer, log_dir, save_model, git_status_repos, ... (rank 0 logs, others keep quiet).
         self.logger = Logger(log_dir=log_dir, cfg=self.cfg, env_cfg=getattr(env, "cfg", None), num_envs=env.num_envs,
                              is_distributed=self.is_distributed, gpu_world_size=self.world_size,
@@ -146,7 +151,8 @@ class OnPolicyRunner:
                 self.env.episode_length_buf, high=int(torch.as_tensor(self.env.max_episode_length).max()))
         self._env_running = True
         self.alg.train_mode()
-        obs = self.env.get_observations().to(self.device)
+        obs = self._resume_obs if self._resume_obs is not None else self.env.get_observations().to(self.device)
+        self._resume_obs = None
         if self.fresh_start:
             obs = self._warm_up_normalizers(obs)
         self.logger.init_logging_writer()
@@ -155,7 +161,9 @@ class OnPolicyRunner:
         try:
             for it in range(start, start + num_it):
                 t0 = time.perf_counter()
+                self._last_obs = None  # an interrupted rollout leaves the env mid-way: no observation to resume from
                 obs = self._collect(obs)
+                self._last_obs = obs
                 t1 = time.perf_counter()
                 losses = self.alg.update()
                 t2 = time.perf_counter()
@@ -268,6 +276,8 @@ class OnPolicyRunner:
                                   if getattr(m, "is_recurrent", False)}
         if hasattr(self.env, "state_dict"):
             state["env_state"] = self.env.state_dict()
+            if self._last_obs is not None:  # with the env state it belongs to
+                state["last_observations"] = self._last_obs.detach().cpu().to_dict()
         save_atomic(state, path)
         self.logger.save_model(path, self.current_learning_iteration)  # e.g. wandb uploads it
         return path
@@ -292,6 +302,9 @@ class OnPolicyRunner:
                 if "env_state" in ckpt and hasattr(self.env, "load_state_dict"):
                     self.env.load_state_dict(ckpt["env_state"])
                     self._env_running = True
+                    if "last_observations" in ckpt:
+                        self._resume_obs = TensorDict(dict(ckpt["last_observations"]),
+                                                      batch_size=[self.env.num_envs]).to(self.device)
                 for name, h in (ckpt.get("hidden_states") or {}).items():
                     if name in self.models and h is not None:
                         self.models[name].reset(hidden_state=h)
