@@ -3,9 +3,10 @@
 For each env count it builds ``task=go2`` (its Hydra task settings, ``conf/task/go2.yaml``) and steps it
 with a fixed random policy (Gaussian actions, std 0.5, from a seeded generator): that is the *task* rate,
 physics plus the whole MDP (observations, rewards, terminations, resets, commands, pushes, numpy <->
-torch). The *raw* rate steps the very same simulator object (same compiled models, variants and
-thread count) with the same kind of joint targets through ``Go2Sim.step`` alone, i.e. one MuJoCo
-threaded rollout call per control step and nothing else, from the states the task run reached.
+torch, actuation latency, physics-failure checks). The *raw* rate steps the very same simulator object
+(same compiled models, variants and thread count) with the same kind of joint targets through
+``Go2Sim.rollout`` alone, i.e. one MuJoCo threaded rollout call per control step and nothing else, from
+the states the task run reached.
 Runs alternate task and raw blocks, so a change of machine load hits both alike.
 
 Run (from the repository root)::
@@ -73,7 +74,9 @@ def main(argv: list[str] | None = None) -> tuple[float, float]:
             targets = [default + scale * 0.5 * torch.randn(n, 12, generator=gen).double().numpy() for _ in range(steps)]
             t0 = time.perf_counter()
             for target in targets:
-                env.sim.step(target)
+                env.sim.ctrl[:] = target[:, None, :]
+                env.sim.rollout()
+                env.sim.state[:] = env.sim._state_out[:, -1]
             elapsed = time.perf_counter() - t0
             env.sim.state[:] = saved
             return elapsed

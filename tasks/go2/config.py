@@ -18,8 +18,16 @@ from rlcore.env import ConfigError as RlcoreConfigError
 class SimCfg:
     dt: float = 0.005  # physics step [s] (200 Hz)
     decimation: int = 4  # physics steps per control step (50 Hz control)
-    solver_iterations: int = 4
+    # 10 solver iterations: the fewest with no physics failure over the randomisation range (joint damping up to
+    # 3 with 4 iterations lets an unconverged contact impulse spin joints past 100 rad/s; bench/physics_settings.py
+    # measures it: 10-20 % fewer raw steps/s than 4 iterations; implicitfast, elliptic cones and dt 2.5 ms do not help).
+    solver_iterations: int = 10
     solver_ls_iterations: int = 6
+    integrator: str = "euler"  # euler | implicitfast | implicit | rk4 (MuJoCo's option/integrator)
+    cone: str = "pyramidal"  # pyramidal | elliptic friction cone
+    # Friction-to-normal impedance ratio: a high one makes friction nearly hard (as in MuJoCo Menagerie's Go2):
+    # with the default of 1 the soft pyramidal friction lets standing feet creep outward (the splits).
+    impratio: float = 100.0
     threads: int | None = None  # MuJoCo rollout threads (None: all available cores)
 
 
@@ -118,13 +126,72 @@ class ObsCfg:
 
 @dataclass
 class DomainRandCfg:
+    """What the robot may differ in from the nominal model, each on/off with its range.
+
+    Physical parameters are drawn per *variant*: ``num_variants`` compiled MuJoCo models made once at start-up
+    (:func:`tasks.go2.randomization.sample_variant`); every env is assigned a random variant at each reset, so
+    it simulates one robot per episode. Sensor biases are drawn per env at each reset. Sources of the ranges:
+    ``go2_facts.md`` (MuJoCo Menagerie's Go2 = MG, unitree_rl_gym = RG, legged_gym), Isaac Lab's velocity task,
+    and the robustness grid of ``rlcore.robustness`` (tasks/go2/variants.py), which every range covers.
+    """
+
+    num_variants: int = 64  # physical variants (MjModel copies) envs are assigned to at reset
+    # Curriculum over this many env steps (0: none). The pool is then graded: variant i is drawn at strength
+    # (i + 1) / num_variants (0 = the nominal robot, 1 = the full ranges below; the last variants reach the
+    # extremes), and a reset picks among the first ceil(num_variants * progress) variants, progress = env steps /
+    # curriculum_steps; sensor biases grow with progress too. A fresh policy first learns to walk on near-nominal
+    # robots (the full ranges from the start roughly halve the early tracking progress, bench/time_to_walk.py);
+    # after the curriculum every variant is in play, half of them milder than the full ranges.
+    curriculum_steps: int = 2400
+    # Ground friction (sliding). legged_gym / RG: [0.5, 1.25]; widened to the grid's 0.4.
     randomize_friction: bool = True
-    friction_range: list[float] = field(default_factory=lambda: [0.5, 1.25])
+    friction_range: list[float] = field(default_factory=lambda: [0.4, 1.25])
+    # Payload at the base's CoM [kg]. legged_gym: [-1, 1]; the grid's +3 kg (20 % of the 15 kg robot).
     randomize_base_mass: bool = True
-    added_mass_range: list[float] = field(default_factory=lambda: [-1.0, 2.0])
+    added_mass_range: list[float] = field(default_factory=lambda: [-1.0, 3.0])
+    # Base CoM shift per axis, +-range [m]. Isaac Lab velocity task (base_com): x, y +-0.05, z +-0.01.
+    randomize_base_com: bool = True
+    base_com_offset_range: list[float] = field(default_factory=lambda: [0.05, 0.05, 0.01])
+    # Mass (and inertia) factor of each leg link, drawn per link. Isaac Lab: 0.8-1.2 scale on bodies; the
+    # grid's legs +25 % (MG's calf with foot is 24 % heavier than RG's calf + foot: go2_facts.md section 2).
+    randomize_leg_mass: bool = True
+    leg_mass_scale_range: list[float] = field(default_factory=lambda: [0.85, 1.3])
+    # Factor on kp and kd together (legged_gym-style motor strength).
     randomize_motor_strength: bool = True
     motor_strength_range: list[float] = field(default_factory=lambda: [0.9, 1.1])
-    num_variants: int = 32  # physical variants (MjModel copies) envs are assigned to at reset
+    # Separate factors on kp and on kd (Isaac Lab randomize_actuator_gains style); the grid's kp +-25 %.
+    randomize_pd_gains: bool = True
+    kp_scale_range: list[float] = field(default_factory=lambda: [0.75, 1.25])
+    kd_scale_range: list[float] = field(default_factory=lambda: [0.75, 1.25])
+    # Passive joint damping [N m s/rad]. MG: 2; RG / the task: 0; the grid: up to 3.
+    randomize_joint_damping: bool = True
+    joint_damping_range: list[float] = field(default_factory=lambda: [0.0, 3.0])
+    # Joint Coulomb friction [N m]. MG: 0.2; MG-mjx / RG: 0; the grid: up to 0.4.
+    randomize_joint_frictionloss: bool = True
+    joint_frictionloss_range: list[float] = field(default_factory=lambda: [0.0, 0.4])
+    # Reflected rotor inertia [kg m^2]. MG: 0.01 (the task's nominal); RG: 0; a factor of 2 either way.
+    randomize_armature: bool = True
+    armature_range: list[float] = field(default_factory=lambda: [0.005, 0.02])
+    # Actuation latency [s], drawn in whole physics steps. The grid: 10 and 20 ms; real Go2 stacks report
+    # 10-20 ms from observation to torque.
+    randomize_latency: bool = True
+    latency_range_s: list[float] = field(default_factory=lambda: [0.0, 0.02])
+    # Foot contact softness: solimp from MuJoCo's default (0.9, 0.95, 0.001) at softness 0 to MG's soft foot
+    # (0.015, 1, 0.03 with the grid's width) at 1; solref time constant from MuJoCo's 0.02 s up.
+    randomize_foot_contact: bool = True
+    foot_softness_range: list[float] = field(default_factory=lambda: [0.0, 1.0])
+    foot_solref_timeconst_range: list[float] = field(default_factory=lambda: [0.02, 0.03])
+    # Foot contact dimension: 3 (the task) or 6 (MG: torsional and rolling friction), drawn with equal odds.
+    randomize_foot_condim: bool = True
+    foot_condim_choices: list[int] = field(default_factory=lambda: [3, 6])
+    # Per-episode sensor biases (constant within an episode, redrawn at reset; uniform +-amplitude), on top of
+    # the per-step noise of ObsCfg and, like it, applied only with obs.add_noise: gyro bias [rad/s] (MEMS gyro
+    # after calibration), gravity-vector bias (IMU mounting tilt, ~1 degree), joint encoder offsets [rad].
+    randomize_imu_bias: bool = True
+    imu_bias_ang_vel: float = 0.05
+    imu_bias_gravity: float = 0.02
+    randomize_encoder_bias: bool = True
+    encoder_bias: float = 0.02
     push_robots: bool = True
     push_interval_s: float = 15.0
     max_push_vel_xy: float = 1.0
@@ -212,6 +279,13 @@ def _merge(obj: Any, overrides: dict, path: str) -> Any:
         else:
             setattr(obj, key, _coerce(value, current, f"{path}.{key}"))
     return obj
+
+
+def no_randomization() -> dict:
+    """``domain_rand`` overrides that turn every randomisation (and the pushes and the curriculum) off: the nominal
+    robot."""
+    return {**{f.name: False for f in dataclasses.fields(DomainRandCfg) if f.name.startswith("randomize_")},
+            "push_robots": False, "curriculum_steps": 0}
 
 
 def make_config(overrides: dict | None = None) -> Go2Cfg:

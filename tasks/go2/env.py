@@ -7,8 +7,11 @@ control step); everything else, the MDP, is vectorised torch over state tensors 
   sampled heading into a yaw-rate command; small planar commands are zeroed;
 - rewards: named terms of :mod:`tasks.go2.rewards` with config weights;
 - terminations: base contact or tilt (terminal), the episode time limit (time-out);
-- observation groups ``policy [N, 45]``, ``privileged [N, 12]``, ``height_scan [N, 1, H, W]``;
-- resets of finished envs only, terrain curriculum, domain randomisation and pushes.
+- observation groups ``policy [N, 45]``, ``privileged [N, 47]``, ``height_scan [N, 1, H, W]``;
+- resets of finished envs only, terrain curriculum, domain randomisation (:mod:`tasks.go2.randomization`:
+  a physical variant per episode, per-episode sensor biases) and pushes;
+- physics failures (:attr:`Go2Sim.unstable`): the env's episode ends (terminated, reward 0), it is reset, and
+  ``extras["log"]["/physics_failures"]`` counts them per step.
 
 State tensors the reward terms read: ``base_pos``, ``base_quat`` (w, x, y, z), ``base_lin_vel`` and
 ``base_ang_vel`` (base frame), ``projected_gravity``, ``base_height`` (above the terrain), ``dof_pos``,
@@ -27,6 +30,7 @@ from tensordict import TensorDict
 
 from rlcore.env import ConfigError, VecEnv
 from tasks.go2.config import Go2Cfg, make_config
+from tasks.go2.randomization import PHYSICAL_TERMS, physical_features
 from tasks.go2.rewards import REWARD_TERMS
 from tasks.go2.sim import JOINT_NAMES, Go2Sim
 from tasks.go2.terrain import Terrain, scan_points
@@ -59,8 +63,12 @@ class Go2Env(VecEnv):
         **overrides: nested settings merged into :class:`~tasks.go2.config.Go2Cfg` (unknown keys are errors).
     """
 
-    #: The simulator class (a subclass may change how targets reach the actuators, e.g. with a delay).
+    #: The simulator class.
     sim_class: type[Go2Sim] = Go2Sim
+    #: Per-episode sensor biases in the privileged group: (name, size, scale, what); value = bias * scale.
+    BIAS_TERMS = (("ang_vel_bias", 3, 20.0, "gyro bias added to base_ang_vel [rad/s]"),
+                  ("gravity_bias", 3, 50.0, "bias added to projected_gravity"),
+                  ("joint_pos_bias", 12, 50.0, "encoder offsets added to joint_pos [rad]"))
 
     def __init__(self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = 0,
                  **overrides) -> None:
@@ -89,8 +97,7 @@ class Go2Env(VecEnv):
         mid, half = rng.mean(dim=1), (rng[:, 1] - rng[:, 0]) / 2 * c.rewards.soft_dof_pos_limit
         self.soft_dof_limits = torch.stack([mid - half, mid + half], dim=1)  # [12, 2]
         self.torque_limit = t(self.sim.torque_limit)
-        self.variant_params = torch.stack([t(self.sim.variant_friction), t(self.sim.variant_added_mass),
-                                           t(self.sim.variant_motor_strength)], dim=1)  # [K, 3]
+        self.update_variant_params()
         self._scan_local = scan_points(c.obs.scan_x, c.obs.scan_y, c.obs.scan_resolution).to(dev)  # [H, W, 2]
         self.command_scale = t(c.obs.command_scale)
 
@@ -106,6 +113,8 @@ class Go2Env(VecEnv):
         self.last_contacts = torch.zeros(n, 4, dtype=torch.bool, device=dev)
         self.push_vel = z(2)
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.imu_bias, self.joint_pos_bias = z(6), z(12)  # per episode: gyro (3), gravity (3); encoders (12)
+        self.physics_failures = 0  # unstable env steps since construction
         self.spawn_xy = z(2)
         self.episode_sums = {name: z() for name, _, _ in self.reward_terms}
         self.episode_sums["lin_vel_error"], self.episode_sums["ang_vel_error"] = z(), z()
@@ -116,6 +125,25 @@ class Go2Env(VecEnv):
         self._reset_envs(torch.arange(n, device=dev))
         self._refresh_state()
         self.last_dof_vel = self.dof_vel.clone()
+
+    def update_variant_params(self) -> None:
+        """Tabulate the physical parameters of the sim's variants, ``variant_params [K, 20]``: ground friction,
+        added base mass, motor strength, then the raw quantities of :data:`~tasks.go2.randomization.PHYSICAL_TERMS`
+        (call again after replacing the sim's variants)."""
+        rows = [[1.0 if v.ground_friction is None else v.ground_friction, v.base_added_mass, v.motor_strength,
+                 *physical_features(v, self.sim.model)] for v in self.sim.physical]
+        self.variant_params = torch.tensor(rows, dtype=torch.float32, device=self.device)
+        scale = [s for _, size, s, _, _ in PHYSICAL_TERMS for _ in range(size)]
+        offset = [o for _, size, _, o, _ in PHYSICAL_TERMS for _ in range(size)]
+        self._physical_scale = torch.tensor(scale, dtype=torch.float32, device=self.device)
+        self._physical_offset = torch.tensor(offset, dtype=torch.float32, device=self.device)
+        self._bias_scale = torch.tensor([s for _, size, s, _ in self.BIAS_TERMS for _ in range(size)],
+                                        dtype=torch.float32, device=self.device)
+
+    def randomization_progress(self) -> float:
+        """How far the domain-randomisation curriculum is, in [0, 1] (1 without a curriculum)."""
+        steps = self.cfg_task.domain_rand.curriculum_steps
+        return 1.0 if steps <= 0 else min(1.0, self.common_step_counter / steps)
 
     # ------------------------------------------------------------------ state from the simulator
     def _refresh_state(self) -> None:
@@ -153,6 +181,8 @@ class Go2Env(VecEnv):
         self.actions.copy_(actions.to(self.device, torch.float32).clamp(-c.control.clip_actions, c.control.clip_actions))
         targets = self.default_dof_pos + c.control.action_scale * self.actions
         self.sim.step(targets.detach().cpu().double().numpy())
+        failed = torch.from_numpy(self.sim.unstable).to(self.device)  # these envs kept their pre-step state
+        self.physics_failures += int(failed.sum())
         self._refresh_state()
         self.episode_length_buf += 1
         self.episode_steps += 1
@@ -171,11 +201,12 @@ class Go2Env(VecEnv):
         terminated |= self.base_height < c.termination.min_base_height
         if c.termination.base_contact:
             terminated |= self.base_contact_force > c.rewards.contact_threshold
+        terminated |= failed
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         self.terminated.copy_(terminated)
         dones = terminated | time_outs
 
-        rewards = self._compute_rewards()
+        rewards = self._compute_rewards().masked_fill(failed, 0.0)
         self.feet_air_time *= ~contact_filt
         self._track_metrics()
         final_obs = self._observe()
@@ -191,7 +222,11 @@ class Go2Env(VecEnv):
         self.last_actions.copy_(self.actions)
         self.last_dof_vel.copy_(self.dof_vel)
         obs = self._observe()
-        extras = {"time_outs": time_outs, "final_observations": final_obs, "log": self._log()}
+        log = self._log()
+        log["/physics_failures"] = failed.sum().float()
+        if c.domain_rand.curriculum_steps > 0:
+            log["/randomization_progress"] = torch.tensor(self.randomization_progress())
+        extras = {"time_outs": time_outs, "final_observations": final_obs, "log": log}
         return obs, rewards, dones, extras
 
     def reset(self) -> TensorDict:
@@ -252,7 +287,11 @@ class Go2Env(VecEnv):
         def uniform(lo: float, hi: float, *shape: int) -> torch.Tensor:
             return lo + (hi - lo) * torch.rand(k, *shape, generator=g, device=dev)
 
-        variants = torch.randint(0, len(self.sim.variants), (k,), generator=g, device=dev)
+        progress = self.randomization_progress()
+        allowed = len(self.sim.variants)
+        if c.domain_rand.curriculum_steps > 0:  # the graded pool's first (mildest) variants only, early on
+            allowed = min(allowed, max(1, math.ceil(allowed * progress)))
+        variants = torch.randint(0, allowed, (k,), generator=g, device=dev)
         ids_np = env_ids.cpu().numpy()
         self.sim.set_variants(ids_np, variants.cpu().numpy())
 
@@ -266,6 +305,14 @@ class Go2Env(VecEnv):
         ang = uniform(-c.init.base_ang_vel, c.init.base_ang_vel, 3)
         qpos = torch.cat([pos, quat, joints], dim=1).double().cpu().numpy()
         qvel = torch.cat([lin, ang, torch.zeros(k, 12, device=dev)], dim=1).double().cpu().numpy()
+        dr = c.domain_rand
+        self.imu_bias[env_ids] = 0.0
+        self.joint_pos_bias[env_ids] = 0.0
+        if dr.randomize_imu_bias:
+            amp = torch.tensor([dr.imu_bias_ang_vel] * 3 + [dr.imu_bias_gravity] * 3, device=dev) * progress
+            self.imu_bias[env_ids] = uniform(-1.0, 1.0, 6) * amp
+        if dr.randomize_encoder_bias:
+            self.joint_pos_bias[env_ids] = uniform(-1.0, 1.0, 12) * dr.encoder_bias * progress
         self.sim.qpos[ids_np] = qpos
         self.sim.qvel[ids_np] = qvel
         self.sim.sensordata[ids_np] = 0.0
@@ -341,20 +388,26 @@ class Go2Env(VecEnv):
 
     def _observe(self) -> TensorDict:
         o = self.cfg_task.obs
+        # Sensor biases are part of the observation corruption: off with the noise (clean observations).
+        imu_bias, joint_bias = (self.imu_bias, self.joint_pos_bias) if o.add_noise else (0.0 * self.imu_bias,
+                                                                                         0.0 * self.joint_pos_bias)
         policy = torch.cat([
-            self._noise(self.base_ang_vel * o.ang_vel_scale, o.noise_ang_vel * o.ang_vel_scale),
-            self._noise(self.projected_gravity, o.noise_gravity),
+            self._noise((self.base_ang_vel + imu_bias[:, :3]) * o.ang_vel_scale, o.noise_ang_vel * o.ang_vel_scale),
+            self._noise(self.projected_gravity + imu_bias[:, 3:], o.noise_gravity),
             self.commands * self.command_scale,
-            self._noise((self.dof_pos - self.default_dof_pos) * o.dof_pos_scale, o.noise_dof_pos * o.dof_pos_scale),
+            self._noise((self.dof_pos + joint_bias - self.default_dof_pos) * o.dof_pos_scale,
+                        o.noise_dof_pos * o.dof_pos_scale),
             self._noise(self.dof_vel * o.dof_vel_scale, o.noise_dof_vel * o.dof_vel_scale),
             self.actions,
         ], dim=1).clamp(-o.clip, o.clip)
-        variant = self.variant_params[torch.from_numpy(self.sim.env_variant).to(self.device)]  # friction, mass, strength
+        variant = self.variant_params[torch.from_numpy(self.sim.env_variant).to(self.device)]  # [N, 20]
         privileged = torch.cat([
             self.base_lin_vel * o.lin_vel_scale,
-            variant,
+            variant[:, :3],  # ground friction, added base mass, motor strength
             self.foot_forces / 100.0,
             self.push_vel,
+            (variant[:, 3:] - self._physical_offset) * self._physical_scale,
+            torch.cat([imu_bias, joint_bias], dim=1) * self._bias_scale,
         ], dim=1)
         terrain = self.terrain.height_at(self.height_scan_points())  # [N, H, W]
         rel = (self.base_pos[:, 2, None, None] - terrain - self.cfg_task.rewards.base_height_target).clamp(-1.0, 1.0)
@@ -372,7 +425,8 @@ class Go2Env(VecEnv):
         ``observation_groups`` lists what each group's vector is made of, in order: term ``name``, its
         ``start:stop`` within the group, and ``value = (quantity - offset) * scale`` (``offset`` only for
         ``joint_pos``), then the whole group clipped to ``+-clip``; ``noise`` is the uniform noise amplitude
-        added during training (in observation units).
+        added at every step during training and ``bias`` (policy terms) the amplitude of a uniform offset drawn per
+        episode (both in observation units).
         """
         import mujoco
 
@@ -399,6 +453,12 @@ class Go2Env(VecEnv):
             ("last_actions", 12, 1.0, 0.0, "the policy's previous output, after clipping to action_clip"),
         ], float(o.clip))
         policy["terms"][3]["offset"] = list(c.control.default_joint_pos)
+        dr, on = c.domain_rand, float(o.add_noise)  # per-episode bias amplitudes (observation units), as noise
+        bias = {"base_ang_vel": dr.imu_bias_ang_vel * o.ang_vel_scale * dr.randomize_imu_bias,
+                "projected_gravity": dr.imu_bias_gravity * dr.randomize_imu_bias,
+                "joint_pos": dr.encoder_bias * o.dof_pos_scale * dr.randomize_encoder_bias}
+        for term in policy["terms"]:
+            term["bias"] = float(bias.get(term["name"], 0.0) * on)
         privileged = group([
             ("base_lin_vel", 3, o.lin_vel_scale, 0.0, "base linear velocity, base frame [m/s]"),
             ("ground_friction", 1, 1.0, 0.0, "sliding friction of the ground"),
@@ -406,7 +466,13 @@ class Go2Env(VecEnv):
             ("motor_strength", 1, 1.0, 0.0, "scale of kp and kd"),
             ("foot_forces", 4, 0.01, 0.0, "foot contact normal forces [N], FL, FR, RL, RR"),
             ("push_velocity", 2, 1.0, 0.0, "last push's planar velocity [m/s], fading"),
+            *((name, size, scale, 0.0, what) for name, size, scale, _, what in PHYSICAL_TERMS),
+            *((name, size, scale, 0.0, what) for name, size, scale, what in self.BIAS_TERMS),
         ], None)
+        for term in privileged["terms"]:
+            offset = next((o for name, _, _, o, _ in PHYSICAL_TERMS if name == term["name"]), 0.0)
+            if offset:
+                term["offset"] = offset
         rows, cols = self._scan_local.shape[:2]
         height_scan = {"shape": [1, int(rows), int(cols)], "scale": o.height_scale, "clip": None,
                        "noise": o.noise_height * o.height_scale * noise,
@@ -458,7 +524,8 @@ class Go2Env(VecEnv):
         return self._renderer.render().copy()
 
     STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
-                     "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy")
+                     "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy",
+                     "imu_bias", "joint_pos_bias")
 
     def state_dict(self) -> dict:
         """Everything that decides the task's future given the actions, for an exact resume (tensors only)."""
@@ -466,6 +533,8 @@ class Go2Env(VecEnv):
         out["sim_state"] = torch.from_numpy(self.sim.state.copy())
         out["sim_sensordata"] = torch.from_numpy(self.sim.sensordata.copy())
         out["env_variant"] = torch.from_numpy(self.sim.env_variant.copy())
+        out["sim_target_history"] = torch.from_numpy(self.sim._history.copy())
+        out["sim_fresh"] = torch.from_numpy(self.sim._fresh.copy())
         out["terrain_levels"] = self.terrain.levels.clone()
         out["episode_sums"] = {k: v.clone() for k, v in self.episode_sums.items()}
         out["last_episode"] = {k: v.clone() for k, v in self._last_episode.items()}
@@ -486,6 +555,9 @@ class Go2Env(VecEnv):
         self.sim.sensordata[:] = state["sim_sensordata"].numpy()
         variants = state["env_variant"].numpy()
         self.sim.set_variants(np.arange(self.num_envs), variants)
+        if "sim_target_history" in state:  # the latency pipeline: targets given but not yet applied
+            self.sim._history = state["sim_target_history"].numpy().copy()
+            self.sim._fresh[:] = state["sim_fresh"].numpy()
         self.terrain.levels = state["terrain_levels"].to(self.device).clone()
         self.episode_sums = {k: v.to(self.device).clone() for k, v in state["episode_sums"].items()}
         self._last_episode = {k: v.to(self.device).clone() for k, v in state["last_episode"].items()}

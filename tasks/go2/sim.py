@@ -1,15 +1,18 @@
 """The batched MuJoCo simulation behind the Go2 task.
 
 One compiled scene (robot + plane or height field), ``num_variants`` physical copies of it for domain
-randomisation (ground friction, added base mass, motor strength), and MuJoCo's threaded rollout API
-stepping all N environments ``decimation`` physics steps in one C call per control step. The full
-physics state of every env lives in one float64 array ``state [N, nstate]`` whose qpos / qvel columns
-are exposed as numpy views and as torch tensors sharing the same memory (no copies on CPU).
+randomisation (:mod:`tasks.go2.randomization`: joints, actuators, contacts, masses, latency, ground), and
+MuJoCo's threaded rollout API stepping all N environments ``decimation`` physics steps in one C call per
+control step. The full physics state of every env lives in one float64 array ``state [N, nstate]`` whose
+qpos / qvel columns are exposed as numpy views and as torch tensors sharing the same memory (no copies on CPU).
+
+Each env applies its variant's actuation latency (whole physics steps) and every step checks the physics:
+an env whose state became non-finite, exploded, or was reset by MuJoCo is flagged in ``unstable`` and kept
+at its last good state, so no garbage ever reaches observations or rewards (the task ends its episode).
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 
@@ -17,12 +20,11 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
-from tasks.go2.config import Go2Cfg
+from tasks.go2.config import ConfigError, Go2Cfg
+from tasks.go2.randomization import JOINT_NAMES, LEGS, Variant, apply_variant, latency_steps, sample_variant
 from tasks.go2.terrain import Terrain
 
 ASSET = Path(__file__).parent / "assets" / "go2.xml"
-LEGS = ("FL", "FR", "RL", "RR")
-JOINT_NAMES = tuple(f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "thigh", "calf"))
 FEET = tuple(f"{leg}_foot_touch" for leg in LEGS)
 COLLISION_ZONES = tuple(f"{leg}_{part}_touch" for part in ("thigh", "calf") for leg in LEGS)
 
@@ -46,10 +48,15 @@ def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
     spec.option.timestep = cfg.sim.dt
     spec.option.iterations = cfg.sim.solver_iterations
     spec.option.ls_iterations = cfg.sim.solver_ls_iterations
-    spec.option.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
-    # A high impratio makes friction nearly hard (as in MuJoCo Menagerie's Go2): with the default of 1 the
-    # soft pyramidal friction lets standing feet creep outward and the robot slowly does the splits.
-    spec.option.impratio = 100.0
+    integrators = {"euler": "mjINT_EULER", "implicitfast": "mjINT_IMPLICITFAST", "implicit": "mjINT_IMPLICIT",
+                   "rk4": "mjINT_RK4"}
+    cones = {"pyramidal": "mjCONE_PYRAMIDAL", "elliptic": "mjCONE_ELLIPTIC"}
+    if cfg.sim.integrator not in integrators or cfg.sim.cone not in cones:
+        raise ConfigError(f"go2.sim: integrator {cfg.sim.integrator!r} / cone {cfg.sim.cone!r}; use one of "
+                          f"{sorted(integrators)} / {sorted(cones)}")
+    spec.option.integrator = getattr(mujoco.mjtIntegrator, integrators[cfg.sim.integrator])
+    spec.option.cone = getattr(mujoco.mjtCone, cones[cfg.sim.cone])
+    spec.option.impratio = cfg.sim.impratio
     spec.visual.global_.offwidth = 1280
     spec.visual.global_.offheight = 720
     world = spec.worldbody
@@ -68,16 +75,27 @@ def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
     return spec
 
 
+#: [m/s or rad/s] any qvel entry above this is a physics failure, not motion (Go2 joints: <= 30 rad/s).
+MAX_SPEED = 100.0
+
+
 class Go2Sim:
     """N Go2 environments stepped together.
 
     Attributes:
-        model: the nominal compiled model (variant 0 before randomisation).
-        variants: ``num_variants`` model copies with randomised ground friction, base mass and motor gains.
-        variant_friction, variant_added_mass, variant_motor_strength: ``[K]`` numpy arrays of those draws.
+        model: the nominal compiled model (the task's robot, no randomisation).
+        physical: ``num_variants`` :class:`~tasks.go2.randomization.Variant` s drawn from ``cfg.domain_rand``.
+        variants: their compiled models (:func:`~tasks.go2.randomization.apply_variant`).
         env_variant: ``[N]`` int array, the variant each env currently simulates.
+        latency: ``[N]`` int, each env's actuation latency in physics steps (its variant's, or :meth:`set_latency`).
+        unstable: ``[N]`` bool, set by the last :meth:`step` where the physics failed at any of its physics steps:
+            MuJoCo could not integrate (it then resets that env to the model's initial state, which shows as the
+            clock jumping back), the state is not finite, or a speed exceeds :data:`MAX_SPEED` (no Go2 moves that
+            fast; the first sign of a diverging solver). Such an env keeps its state from before the step (the
+            model's initial state if that one was already bad), so its observations stay finite.
         state: ``[N, nstate]`` float64 full physics state; ``qpos [N, 19]`` and ``qvel [N, 18]`` are views.
-        sensordata: ``[N, nsensor]`` sensor readings at the last physics step of the last control step.
+        sensordata: ``[N, nsensor]`` sensor readings at the last physics step of the last control step (zeros for
+            an unstable env).
     """
 
     def __init__(self, cfg: Go2Cfg, num_envs: int, terrain: Terrain, rng: np.random.Generator) -> None:
@@ -92,10 +110,12 @@ class Go2Sim:
         self.nstate = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         qpos_start = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_TIME)
         qvel_start = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_TIME | mujoco.mjtState.mjSTATE_QPOS)
+        self._qvel_cols = slice(qvel_start, qvel_start + m.nv)
         data = mujoco.MjData(m)
         mujoco.mj_resetData(m, data)
         initial = np.empty(self.nstate)
         mujoco.mj_getState(m, data, initial, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        self._initial = initial  # the model's initial state: what an env whose pre-step state was bad falls back to
         self.state = np.tile(initial, (n, 1))
         self.qpos = self.state[:, qpos_start : qpos_start + m.nq]
         self.qvel = self.state[:, qvel_start : qvel_start + m.nv]
@@ -118,46 +138,99 @@ class Go2Sim:
         self.base_body = m.body("base").id
         self.ground_geom = m.geom("ground").id
 
+        # Actuation latency: this and earlier control steps' targets [N, H, 12]; a fresh env has no past.
+        self.latency = np.zeros(n, dtype=np.int64)
+        self.unstable = np.zeros(n, dtype=bool)
+        self._history = np.zeros((n, 1, m.nu))
+        self._fresh = np.ones(n, dtype=bool)
+
         # Domain randomisation: K physical variants; envs pick one at every reset.
-        dr = cfg.domain_rand
-        k = max(1, int(dr.num_variants))
-        self.variant_friction = (rng.uniform(*dr.friction_range, k) if dr.randomize_friction else np.ones(k))
-        self.variant_added_mass = (rng.uniform(*dr.added_mass_range, k) if dr.randomize_base_mass else np.zeros(k))
-        self.variant_motor_strength = (
-            rng.uniform(*dr.motor_strength_range, k) if dr.randomize_motor_strength else np.ones(k)
-        )
-        self.variants: list[mujoco.MjModel] = []
-        for i in range(k):
-            v = copy.deepcopy(m)
-            v.geom_friction[self.ground_geom, 0] = self.variant_friction[i]
-            v.body_mass[self.base_body] += self.variant_added_mass[i]
-            # PD gains: gainprm[0] = kp, biasprm[1] = -kp, biasprm[2] = -kd; strength scales the whole torque.
-            v.actuator_gainprm[:, 0] = cfg.control.kp * self.variant_motor_strength[i]
-            v.actuator_biasprm[:, 1] = -cfg.control.kp * self.variant_motor_strength[i]
-            v.actuator_biasprm[:, 2] = -cfg.control.kd * self.variant_motor_strength[i]
-            self.variants.append(v)
+        k = max(1, int(cfg.domain_rand.num_variants))
+        graded = cfg.domain_rand.curriculum_steps > 0  # variant i at strength (i + 1) / k
+        physical = [sample_variant(cfg.domain_rand, rng, cfg.sim.dt, name=f"drawn_{i}",
+                                   strength=(i + 1) / k if graded else 1.0, nominal=m) for i in range(k)]
         self.env_variant = np.zeros(n, dtype=np.int64)
-        self._models = [self.variants[0]] * n
+        self._models: list[mujoco.MjModel] = [m] * n
+        self.set_physical_variants(physical)
         self._datas = [mujoco.MjData(m) for _ in range(max(1, self.nthread))]
         self._pool = rollout.Rollout(nthread=self.nthread if self.nthread > 1 else 0)
 
+    def set_physical_variants(self, physical: list[Variant]) -> None:
+        """Replace the pool of variants (their models compiled here); every env then simulates variant 0."""
+        c = self.cfg.control
+        self.physical = list(physical)
+        self.variants = [apply_variant(self.model, v, c.kp, c.kd) for v in self.physical]
+        self.variant_latency = np.array([latency_steps(v, self.cfg.sim.dt) for v in self.physical], dtype=np.int64)
+        self.set_variants(np.arange(self.num_envs), np.zeros(self.num_envs, dtype=np.int64))
+
     def set_variants(self, env_ids: np.ndarray, variants: np.ndarray) -> None:
-        """Assign physical variants to envs (at reset)."""
+        """Assign physical variants to envs (at reset); each env takes its variant's latency."""
+        env_ids, variants = np.asarray(env_ids), np.asarray(variants)
         self.env_variant[env_ids] = variants
         for e, v in zip(env_ids.tolist(), variants.tolist()):
             self._models[e] = self.variants[v]
+        self.set_latency(env_ids, self.variant_latency[variants])
+
+    def set_latency(self, env_ids: np.ndarray, steps: np.ndarray) -> None:
+        """Give envs ``env_ids`` a latency of ``steps`` physics steps each; their next target counts as given
+        since ever (no past targets are replayed after a reset)."""
+        self.latency[env_ids] = steps
+        self._fresh[env_ids] = True
+        depth = 1 + int(np.ceil(self.latency.max() / self.decimation))
+        if depth > self._history.shape[1]:
+            pad = np.repeat(self._history[:, -1:], depth - self._history.shape[1], axis=1)
+            self._history = np.concatenate([self._history, pad], axis=1)
+
+    def delayed_targets(self, joint_targets: np.ndarray) -> np.ndarray:
+        """Record this control step's targets ``[N, 12]``; return the targets per physics step ``[N, decimation, 12]``.
+
+        With a latency of ``k`` physics steps, the target given at control step ``t`` is applied from physics step
+        ``t * decimation + k`` on: physics step ``j`` of this control step applies the target given
+        ``ceil((k - j) / decimation)`` control steps ago (0: this one).
+        """
+        if self._history.shape[1] == 1:  # no env has a latency: nothing to remember
+            self._fresh[:] = False
+            return joint_targets[:, None, :]
+        self._history = np.roll(self._history, 1, axis=1)
+        self._history[:, 0] = joint_targets
+        fresh = self._fresh
+        if fresh.any():
+            self._history[fresh] = joint_targets[fresh, None, :]
+            self._fresh[:] = False
+        j = np.arange(self.decimation)
+        back = np.maximum(0, -((j[None, :] - self.latency[:, None]) // self.decimation))  # ceil((k - j) / D)
+        return self._history[np.arange(self.num_envs)[:, None], back]
 
     def step(self, joint_targets: np.ndarray) -> None:
-        """Advance every env by ``decimation`` physics steps holding the PD targets ``[N, 12]`` fixed.
+        """Advance every env by ``decimation`` physics steps towards the PD targets ``[N, 12]`` (each env's latency
+        applied); flag and hold back envs whose physics failed (``unstable``)."""
+        self.ctrl[:] = self.delayed_targets(joint_targets)
+        clock = self.state[:, 0] + self.decimation * self.model.opt.timestep  # mjSTATE_FULLPHYSICS starts with time
+        self.rollout()
+        final = self._state_out[:, -1]
+        speeds = np.abs(self._state_out[:, :, self._qvel_cols]).max(axis=(1, 2))  # NaN stays NaN
+        unstable = ~(speeds <= MAX_SPEED) | ~np.isfinite(final).all(axis=1)
+        unstable |= np.abs(final[:, 0] - clock) > 1e-9  # MuJoCo reset the env: its clock jumped back
+        self.unstable = unstable
+        if unstable.any():
+            ok = ~unstable
+            self.state[ok] = final[ok]
+            self.sensordata[ok] = self._sensor_out[ok, -1]
+            self.sensordata[unstable] = 0.0
+            held = self.state[unstable]  # their pre-step states; one that was itself bad becomes the initial state
+            bad = ~np.isfinite(held).all(axis=1) | ~(np.abs(held[:, self._qvel_cols]).max(axis=1) <= MAX_SPEED)
+            if bad.any():
+                self.state[np.flatnonzero(unstable)[bad]] = self._initial
+        else:
+            self.state[:] = final
+            self.sensordata[:] = self._sensor_out[:, -1]
 
-        Targets ``[N, decimation, 12]`` give one target per physics step instead (delayed actuation).
-        """
-        self.ctrl[:] = joint_targets if joint_targets.ndim == 3 else joint_targets[:, None, :]
+    def rollout(self) -> None:
+        """The one threaded MuJoCo call of a step: every env ``decimation`` physics steps from ``state`` under
+        ``ctrl [N, decimation, 12]``, into ``_state_out`` and ``_sensor_out`` (``state`` itself is not updated)."""
         self._pool.rollout(self._models, self._datas, self.state, self.ctrl, control_spec=mujoco.mjtState.mjSTATE_CTRL.value,
                            skip_checks=True, nstep=self.decimation, initial_warmstart=None,
                            state=self._state_out, sensordata=self._sensor_out, chunk_size=None)
-        self.state[:] = self._state_out[:, -1]
-        self.sensordata[:] = self._sensor_out[:, -1]
 
     def close(self) -> None:
         if self._pool is not None:

@@ -2,7 +2,9 @@
 
 Under the reflection a left leg becomes a right leg (FL <-> FR, RL <-> RR); hip (abduction) angles change
 sign, thigh and calf angles do not. Vectors lose their y component's sign (linear velocity, gravity,
-pushes), axial vectors keep only their y component's sign (angular velocity: wx -> -wx, wz -> -wz).
+pushes, the base's CoM offset and the gravity bias), axial vectors keep only their y component's sign (angular
+velocity and the gyro bias: wx -> -wx, wz -> -wz); per-leg quantities (foot forces, leg masses, encoder biases)
+swap legs; robot-wide parameters (gains, joint damping, latency, contacts) stay.
 ``go2_mirror`` has the rsl_rl signature ``(env=None, obs=None, actions=None) -> (obs_aug, actions_aug)``
 with ``[original, mirrored]`` stacked along the batch (``2B`` rows).
 """
@@ -22,9 +24,13 @@ JOINT_SIGN = [-1.0, 1.0, 1.0] * 4
 _POLICY_PERM = [0, 1, 2, 3, 4, 5, 6, 7, 8] + [9 + i for i in JOINT_PERM] + [21 + i for i in JOINT_PERM] + [
     33 + i for i in JOINT_PERM]
 _POLICY_SIGN = [-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, 1.0, -1.0, -1.0] + JOINT_SIGN * 3
-# privileged [12]: lin_vel(3) friction added_mass motor_strength foot_forces(4: FL FR RL RR) push_vel(2)
-_PRIV_PERM = [0, 1, 2, 3, 4, 5, 7, 6, 9, 8, 10, 11]
-_PRIV_SIGN = [1.0, -1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0]
+# privileged [47]: lin_vel(3) friction added_mass motor_strength foot_forces(4: FL FR RL RR) push_vel(2)
+#   kp kd damping frictionloss armature latency solref dmin width condim6 (10 robot-wide scalars)
+#   leg_mass_scale(4: FL FR RL RR) base_com_offset(3) ang_vel_bias(3) gravity_bias(3) joint_pos_bias(12)
+_PRIV_PERM = ([0, 1, 2, 3, 4, 5, 7, 6, 9, 8, 10, 11] + list(range(12, 22)) + [23, 22, 25, 24] + [26, 27, 28]
+              + [29, 30, 31] + [32, 33, 34] + [35 + i for i in JOINT_PERM])
+_PRIV_SIGN = ([1.0, -1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0] + [1.0] * 10 + [1.0] * 4
+              + [1.0, -1.0, 1.0] + [-1.0, 1.0, -1.0] + [1.0, -1.0, 1.0] + JOINT_SIGN)
 
 
 def _permute(x: torch.Tensor, perm: list[int], sign: list[float]) -> torch.Tensor:

@@ -23,7 +23,7 @@ from tensordict import TensorDict
 from rlcore.env import VecEnv
 from tasks.go2 import Go2Env
 from tasks.go2 import rewards as R
-from tasks.go2.config import ConfigError, make_config
+from tasks.go2.config import ConfigError, make_config, no_randomization
 from tasks.registry import make_task
 
 DT = 0.02  # control period: 0.005 s physics step x decimation 4
@@ -44,8 +44,7 @@ SOFT_LIMITS = [HIP, THIGH_F, CALF, HIP, THIGH_F, CALF, HIP, THIGH_R, CALF, HIP, 
 QUIET = {
     "sim": {"threads": 1},
     "obs": {"add_noise": False},
-    "domain_rand": {"randomize_friction": False, "randomize_base_mass": False, "randomize_motor_strength": False,
-                    "push_robots": False},
+    "domain_rand": no_randomization(),
     "init": {"joint_pos_scale": [1.0, 1.0], "base_lin_vel": 0.0, "base_ang_vel": 0.0, "random_yaw": False},
 }
 
@@ -87,9 +86,11 @@ def test_contract_shapes_and_model_constants():
     obs = env.get_observations()
     assert isinstance(obs, TensorDict) and obs.batch_size == torch.Size([3])
     # policy 45 = ang_vel 3 + gravity 3 + command 3 + dof_pos 12 + dof_vel 12 + last action 12;
-    # privileged 12 = lin_vel 3 + friction + added mass + motor strength + 4 foot forces + push 2;
+    # privileged 47 = lin_vel 3 + friction + added mass + motor strength + 4 foot forces + push 2
+    #   + kp, kd scale + damping, frictionloss, armature + latency + foot solref, dmin, width, condim6 + 4 legs
+    #   + CoM offset 3 + gyro bias 3 + gravity bias 3 + encoder bias 12;
     # height scan 11 (y: -0.5..0.5) x 17 (x: -0.8..0.8) at 0.1 m.
-    assert obs["policy"].shape == (3, 45) and obs["privileged"].shape == (3, 12)
+    assert obs["policy"].shape == (3, 45) and obs["privileged"].shape == (3, 47)
     assert obs["height_scan"].shape == (3, 1, 11, 17)
     obs, rew, done, extras = env.step(torch.zeros(3, 12))
     assert rew.shape == (3,) and rew.dtype == torch.float32 and done.dtype == torch.bool
@@ -166,7 +167,7 @@ def test_feet_do_not_slide_while_standing():
 def test_pd_torque_formula_and_limit_at_one_physics_step():
     env = make_env(3, sim={"decimation": 1}, domain_rand={"randomize_motor_strength": True})
     sim = env.sim
-    strength = sim.variant_motor_strength[sim.env_variant]  # [3]
+    strength = np.array([sim.physical[v].motor_strength for v in sim.env_variant])  # [3]
     assert np.all(np.abs(strength - 1.0) > 1e-4) and np.all((strength >= 0.9) & (strength <= 1.1))
     rng = np.random.default_rng(1)
     sim.qpos[:, 2] = 1.0  # in the air: no contacts
@@ -516,24 +517,29 @@ def test_observation_layout_and_scales_at_a_written_state():
     assert close(q[3:6], [1.0, 0.0, 1.0])  # friction, added mass, motor strength without randomisation
     assert close(q[6:10], [0.5, 0.0, 0.25, 1.0])  # foot forces / 100
     assert close(q[10:12], [0.3, -0.1])
+    assert torch.equal(q[12:47], torch.zeros(35))  # the nominal robot's parameters and no bias read as zeros
     assert close(obs["height_scan"], torch.full((1, 1, 11, 17), (0.6 - 0.30) * 5.0))  # flat ground
 
 
 def test_domain_randomisation_variants():
-    env = make_env(8, quiet=False)
+    env = make_env(8, quiet=False, domain_rand={"curriculum_steps": 0})  # the full ranges from the start
     s = env.sim
     k = len(s.variants)
-    assert k == 32 and s.model.body_mass[s.base_body] == pytest.approx(6.921)  # the nominal model is untouched
-    f, m, st = s.variant_friction, s.variant_added_mass, s.variant_motor_strength
-    assert np.all((f >= 0.5) & (f <= 1.25)) and np.ptp(f) > 0.3
-    assert np.all((m >= -1.0) & (m <= 2.0)) and np.ptp(m) > 1.5
+    assert k == 64 and s.model.body_mass[s.base_body] == pytest.approx(6.921)  # the nominal model is untouched
+    f = np.array([v.ground_friction for v in s.physical])
+    m = np.array([v.base_added_mass for v in s.physical])
+    st = np.array([v.motor_strength for v in s.physical])
+    kp = np.array([v.kp_scale for v in s.physical])
+    kd = np.array([v.kd_scale for v in s.physical])
+    assert np.all((f >= 0.4) & (f <= 1.25)) and np.ptp(f) > 0.5
+    assert np.all((m >= -1.0) & (m <= 3.0)) and np.ptp(m) > 2.5
     assert np.all((st >= 0.9) & (st <= 1.1)) and np.ptp(st) > 0.1
     for i, v in enumerate(s.variants):
         assert v.geom_friction[s.ground_geom, 0] == f[i]
         assert v.body_mass[s.base_body] == pytest.approx(6.921 + m[i], abs=1e-12)
-        assert np.allclose(v.actuator_gainprm[:, 0], 20.0 * st[i])
-        assert np.allclose(v.actuator_biasprm[:, 1], -20.0 * st[i])
-        assert np.allclose(v.actuator_biasprm[:, 2], -0.5 * st[i])
+        assert np.allclose(v.actuator_gainprm[:, 0], 20.0 * st[i] * kp[i])
+        assert np.allclose(v.actuator_biasprm[:, 1], -20.0 * st[i] * kp[i])
+        assert np.allclose(v.actuator_biasprm[:, 2], -0.5 * st[i] * kd[i])
     for e in range(8):
         assert s._models[e] is s.variants[s.env_variant[e]]
     priv = env.get_observations()["privileged"]
@@ -541,7 +547,7 @@ def test_domain_randomisation_variants():
 
 
 def test_reset_randomisation_ranges():
-    env = make_env(64, quiet=False)
+    env = make_env(64, quiet=False, domain_rand={"curriculum_steps": 0})
     qpos, qvel = env.sim.qpos, env.sim.qvel
     assert np.allclose(qpos[:, 0:3], [0.0, 0.0, SPAWN_HEIGHT])
     yaw = 2 * np.arctan2(qpos[:, 6], qpos[:, 3])
@@ -551,7 +557,7 @@ def test_reset_randomisation_ranges():
     assert np.all((ratio >= 0.8 - 1e-6) & (ratio <= 1.2 + 1e-6)) and np.ptp(ratio) > 0.3
     assert np.all(np.abs(qvel[:, 0:2]) <= 0.5) and np.all(qvel[:, 2] == 0.0) and np.ptp(qvel[:, 0]) > 0.5
     assert np.all(np.abs(qvel[:, 3:6]) <= 0.5) and np.all(qvel[:, 6:] == 0.0)
-    assert np.all((env.sim.env_variant >= 0) & (env.sim.env_variant < 32)) and len(set(env.sim.env_variant)) > 10
+    assert np.all((env.sim.env_variant >= 0) & (env.sim.env_variant < 64)) and len(set(env.sim.env_variant)) > 10
 
 
 def test_pushes_set_the_planar_velocity_and_fade_in_the_privileged_record():

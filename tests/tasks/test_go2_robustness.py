@@ -24,11 +24,11 @@ from rlcore.robustness import evaluate, main
 from rlcore.utils.cli import UserError
 from rlcore.utils.export import policy_metadata, read_onnx_interface, write_onnx_metadata
 from tasks.go2 import Go2Env
-from tasks.go2.config import make_config
+from tasks.go2.config import make_config, no_randomization
+from tasks.go2.sim import Go2Sim
 from tasks.go2.terrain import Terrain
 from tasks.go2.variants import (
     ROBUSTNESS_GRID,
-    DelayedGo2Sim,
     Go2VariantEnv,
     Variant,
     latency_steps,
@@ -131,10 +131,10 @@ def test_latency_in_whole_physics_steps():
 
 
 # ---------------------------------------------------------------------------- delayed actuation
-def _delayed_sim(num_envs: int) -> DelayedGo2Sim:
-    cfg = make_config({"sim": {"threads": 1}})
+def _delayed_sim(num_envs: int) -> Go2Sim:
+    cfg = make_config({"sim": {"threads": 1}, "domain_rand": no_randomization()})
     terrain = Terrain(cfg.terrain, num_envs, torch.device("cpu"), torch.Generator())
-    return DelayedGo2Sim(cfg, num_envs, terrain, np.random.default_rng(0))
+    return Go2Sim(cfg, num_envs, terrain, np.random.default_rng(0))
 
 
 def test_latency_delays_the_applied_target_by_k_physics_steps():

@@ -85,7 +85,29 @@ def _quantities(env) -> dict[str, torch.Tensor]:
             "velocity_commands": env.commands, "joint_pos": env.dof_pos, "joint_vel": env.dof_vel,
             "last_actions": env.actions, "base_lin_vel": env.base_lin_vel, "ground_friction": variant[:, 0:1],
             "added_base_mass": variant[:, 1:2], "motor_strength": variant[:, 2:3], "foot_forces": env.foot_forces,
-            "push_velocity": env.push_vel}
+            "push_velocity": env.push_vel, **_physical_quantities(env)}
+
+
+def _physical_quantities(env) -> dict[str, torch.Tensor]:
+    """The randomised physical parameters of each env, read back from its compiled MuJoCo model."""
+    s, nominal = env.sim, env.sim.model
+    legs = [[nominal.body(f"{leg}_{part}").id for part in ("hip", "thigh", "calf", "foot")]
+            for leg in ("FL", "FR", "RL", "RR")]
+    rows = []
+    for e, v in enumerate(s.env_variant):
+        m, p, foot, base = s.variants[v], s.physical[v], nominal.geom("FL_foot").id, nominal.body("base").id
+        rows.append([p.kp_scale, p.kd_scale, m.dof_damping[6], m.dof_frictionloss[6], m.dof_armature[6],
+                     s.latency[e] * m.opt.timestep, m.geom_solref[foot, 0], m.geom_solimp[foot, 0],
+                     m.geom_solimp[foot, 2], float(m.geom_condim[foot] == 6),
+                     *(m.body_mass[ids].sum() / nominal.body_mass[ids].sum() for ids in legs),
+                     *(m.body_ipos[base] - nominal.body_ipos[base])])
+    q = torch.tensor(rows, dtype=torch.float32)
+    names = ["kp_scale", "kd_scale", "joint_damping", "joint_frictionloss", "joint_armature", "latency",
+             "foot_solref_timeconst", "foot_solimp_dmin", "foot_solimp_width", "foot_condim6"]
+    out = {name: q[:, i:i + 1] for i, name in enumerate(names)}
+    out.update(leg_mass_scale=q[:, 10:14], base_com_offset=q[:, 14:17], ang_vel_bias=env.imu_bias[:, :3],
+               gravity_bias=env.imu_bias[:, 3:], joint_pos_bias=env.joint_pos_bias)
+    return out
 
 
 def _rebuild(layout: list[dict], env, size: int, clip: dict[str, float | None]) -> torch.Tensor:
@@ -139,22 +161,31 @@ def test_go2_mlp_interface_round_trips(tmp_path, env):
 def test_go2_teacher_layout_spans_both_groups(tmp_path, env):
     policy = _go2_policy(env, "mlp", ["policy", "privileged"])
     _, meta = _export(tmp_path, policy, env)
-    assert meta["obs_groups"] == ["policy", "privileged"] and meta["inputs"][0]["shape"] == ["batch", 57]
+    assert meta["obs_groups"] == ["policy", "privileged"] and meta["inputs"][0]["shape"] == ["batch", 92]
     layout = meta["obs_layout"]
     assert [(t["group"], t["name"], t["start"], t["stop"]) for t in layout[6:]] == [
         ("privileged", "base_lin_vel", 45, 48), ("privileged", "ground_friction", 48, 49),
         ("privileged", "added_base_mass", 49, 50), ("privileged", "motor_strength", 50, 51),
-        ("privileged", "foot_forces", 51, 55), ("privileged", "push_velocity", 55, 57)]
+        ("privileged", "foot_forces", 51, 55), ("privileged", "push_velocity", 55, 57),
+        ("privileged", "kp_scale", 57, 58), ("privileged", "kd_scale", 58, 59), ("privileged", "joint_damping", 59, 60),
+        ("privileged", "joint_frictionloss", 60, 61), ("privileged", "joint_armature", 61, 62),
+        ("privileged", "latency", 62, 63), ("privileged", "foot_solref_timeconst", 63, 64),
+        ("privileged", "foot_solimp_dmin", 64, 65), ("privileged", "foot_solimp_width", 65, 66),
+        ("privileged", "foot_condim6", 66, 67), ("privileged", "leg_mass_scale", 67, 71),
+        ("privileged", "base_com_offset", 71, 74), ("privileged", "ang_vel_bias", 74, 77),
+        ("privileged", "gravity_bias", 77, 80), ("privileged", "joint_pos_bias", 80, 92)]
     obs = env.get_observations()
     groups = meta["observation_groups"]
-    rebuilt = _rebuild(layout, env, 57, {g: groups[g]["clip"] for g in ("policy", "privileged")})
+    rebuilt = _rebuild(layout, env, 92, {g: groups[g]["clip"] for g in ("policy", "privileged")})
     expected = torch.cat([obs["policy"], obs["privileged"]], dim=1)
     # noise is on here: compare the noiseless privileged part exactly and the policy part within the noise
     torch.testing.assert_close(rebuilt[:, 45:], expected[:, 45:], rtol=1e-6, atol=1e-6)
     noise = torch.cat([torch.full((t["stop"] - t["start"],), t["noise"]) for t in layout[:6]])
     assert noise.tolist() == pytest.approx([0.2 * 0.3] * 3 + [0.05] * 3 + [0.0] * 3 + [0.01] * 12 + [1.5 * 0.06] * 12
                                            + [0.0] * 12)
-    assert ((rebuilt[:, :45] - expected[:, :45]).abs() <= noise * 1.0001 + 1e-6).all()
+    bias = torch.cat([torch.full((t["stop"] - t["start"],), t["bias"]) for t in layout[:6]])  # per-episode offsets
+    assert bias.tolist() == pytest.approx([0.05 * 0.3] * 3 + [0.02] * 3 + [0.0] * 3 + [0.02] * 12 + [0.0] * 24)
+    assert ((rebuilt[:, :45] - expected[:, :45]).abs() <= (noise + bias) * 1.0001 + 1e-6).all()
 
 
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
