@@ -30,7 +30,7 @@ from tensordict import TensorDict
 
 from rlcore.env import ConfigError, VecEnv
 from tasks.go2.config import Go2Cfg, make_config
-from tasks.go2.randomization import PHYSICAL_TERMS, physical_features
+from tasks.go2.randomization import PHYSICAL_TERMS, Variant, physical_features
 from tasks.go2.rewards import REWARD_TERMS
 from tasks.go2.sim import JOINT_NAMES, Go2Sim
 from tasks.go2.terrain import Terrain, scan_points
@@ -533,6 +533,9 @@ class Go2Env(VecEnv):
         out["sim_state"] = torch.from_numpy(self.sim.state.copy())
         out["sim_sensordata"] = torch.from_numpy(self.sim.sensordata.copy())
         out["env_variant"] = torch.from_numpy(self.sim.env_variant.copy())
+        # The pool of physical variants is drawn from the seed at construction: keep it, so a resume (whatever
+        # its seed) simulates the same robots.
+        out["physical_variants"] = [_variant_state(v) for v in self.sim.physical]
         out["sim_target_history"] = torch.from_numpy(self.sim._history.copy())
         out["sim_fresh"] = torch.from_numpy(self.sim._fresh.copy())
         out["terrain_levels"] = self.terrain.levels.clone()
@@ -553,6 +556,11 @@ class Go2Env(VecEnv):
             setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())
         self.sim.state[:] = state["sim_state"].numpy()
         self.sim.sensordata[:] = state["sim_sensordata"].numpy()
+        if "physical_variants" in state:
+            physical = [_variant_from_state(d) for d in state["physical_variants"]]
+            if physical != self.sim.physical:
+                self.sim.set_physical_variants(physical)
+                self.update_variant_params()
         variants = state["env_variant"].numpy()
         self.sim.set_variants(np.arange(self.num_envs), variants)
         if "sim_target_history" in state:  # the latency pipeline: targets given but not yet applied
@@ -567,6 +575,19 @@ class Go2Env(VecEnv):
 
     def close(self) -> None:
         self.sim.close()
+
+
+def _variant_state(variant: Variant) -> dict:
+    """A :class:`Variant` as plain Python values (``torch.load(weights_only=True)`` reads them back)."""
+    def plain(v):
+        if isinstance(v, (tuple, list, np.ndarray)):
+            return [plain(x) for x in v]
+        return v.item() if isinstance(v, np.generic) else v
+    return {k: plain(v) for k, v in dataclasses.asdict(variant).items()}
+
+
+def _variant_from_state(d: dict) -> Variant:
+    return Variant(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
 __all__ = ["JOINT_NAMES", "Go2Env", "quat_rotate_inverse", "wrap_to_pi", "yaw_of"]
