@@ -108,7 +108,7 @@ def train_stage(name: str, overrides: list[str], log_dir: Path, minutes: float, 
     met), ``reached_min`` (training minutes at the first evaluation that met it, else None), ``last_eval_err``.
     """
     from omegaconf import OmegaConf
-    from time_to_walk import evaluate
+    from time_to_walk import evaluate, with_policy
 
     from rlcore.train import run
     from rlcore.utils.cli import compose
@@ -119,19 +119,6 @@ def train_stage(name: str, overrides: list[str], log_dir: Path, minutes: float, 
     eval_env = make_task(cfg.task.name, num_envs=args.eval_envs, device="cpu", seed=10_000 + args.seed, **env_kwargs)
     clock = {"start": None, "paused": 0.0}
     result = {"minutes": 0.0, "iterations": 0, "reached": False, "reached_min": None, "last_eval_err": float("nan")}
-
-    def with_policy(runner, fn, *a):
-        """``fn(actor, *a)`` with the live policy in eval mode; its mode and recurrent state restored after."""
-        actor = runner.alg.get_policy()
-        was_training = actor.training
-        hidden = actor.get_hidden_state() if getattr(actor, "is_recurrent", False) else None
-        actor.eval()
-        try:
-            return fn(actor, *a)
-        finally:
-            actor.train(was_training)
-            if hidden is not None:
-                actor.reset(hidden_state=hidden)
 
     def on_iteration(runner, it: int, stats: dict) -> bool:
         now = time.perf_counter()

@@ -99,6 +99,21 @@ def probe(actor, env, steps: int = 250) -> list[tuple[tuple, list[float], int]]:
     return [(PROBE_COMMANDS[i], mean[i], int(falls[i])) for i in range(n)]
 
 
+
+def with_policy(runner, fn, *args):
+    """``fn(actor, *args)`` with the runner's live policy in eval mode; its mode and recurrent state restored after."""
+    actor = runner.alg.get_policy()
+    was_training = actor.training
+    hidden = actor.get_hidden_state() if getattr(actor, "is_recurrent", False) else None
+    actor.eval()
+    try:
+        return fn(actor, *args)
+    finally:
+        actor.train(was_training)
+        if hidden is not None:
+            actor.reset(hidden_state=hidden)
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     import torch
@@ -136,26 +151,13 @@ def main(argv: list[str] | None = None) -> dict:
     clock = {"start": time.perf_counter(), "paused": 0.0}
     result = {"reached": False, "minutes": float("nan"), "env_steps": 0, "tracking_error": float("nan")}
 
-    def with_policy(fn, *a):
-        """Run ``fn(actor, *a)`` with the live actor in eval mode; restore its mode and recurrent state after."""
-        actor = runner.alg.get_policy()
-        was_training = actor.training
-        hidden = actor.get_hidden_state() if getattr(actor, "is_recurrent", False) else None
-        actor.eval()
-        try:
-            return fn(actor, *a)
-        finally:
-            actor.train(was_training)
-            if hidden is not None:
-                actor.reset(hidden_state=hidden)
-
     def on_iteration(it: int, stats: dict) -> bool:
         wall = time.perf_counter() - clock["start"] - clock["paused"]
         train_err = float(stats.get("Env/metrics/lin_vel_error_now", float("nan")))
         eval_err = float("nan")
         if (it + 1) % args.eval_every == 0:
             t0 = time.perf_counter()
-            eval_err = with_policy(evaluate, eval_env)
+            eval_err = with_policy(runner, evaluate, eval_env)
             clock["paused"] += time.perf_counter() - t0
         record.append((it, wall, (it + 1) * steps_per_it, train_err, eval_err))
         print(f"[time_to_walk] it={it:4d} wall={wall:7.1f}s env_steps={(it + 1) * steps_per_it:9d} "
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> dict:
     runner.learn(num_learning_iterations=100000, init_at_random_ep_len=True, callback=on_iteration)
     if args.save:
         runner.save(args.save)
-    for command, reached, falls in with_policy(probe, probe_env):
+    for command, reached, falls in with_policy(runner, probe, probe_env):
         print(f"[time_to_walk] deterministic policy: command (vx, vy, yaw) {command} -> "
               f"({reached[0]:+.2f}, {reached[1]:+.2f}, {reached[2]:+.2f}), falls in 5 s: {falls}", flush=True)
     for e in (env, eval_env, probe_env):
