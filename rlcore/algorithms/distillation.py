@@ -20,7 +20,9 @@ from rlcore.errors import ConfigError
 from rlcore.models import MLPModel
 from rlcore.modules import HiddenState
 from rlcore.storage import RolloutStorage
+from rlcore.utils.compile import compile_mlp_heads
 from rlcore.utils.distributed import all_reduce_mean_grads, broadcast_tensors
+from rlcore.utils.optimizer import resolve_optimizer
 
 _LOSSES = {"mse": nn.functional.mse_loss, "huber": nn.functional.huber_loss}
 
@@ -72,8 +74,6 @@ class Distillation:
             raise ConfigError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
         if int(gradient_length) < 1:
             raise ConfigError(f"gradient_length must be >= 1, got {gradient_length}.")
-        from rlcore.algorithms.ppo import _make_optimizer
-
         self.device = device
         self.student, self.teacher, self.storage = student, teacher, storage
         self.teacher.eval()
@@ -90,7 +90,7 @@ class Distillation:
         self.gpu_world_size = int((multi_gpu_cfg or {}).get("world_size", 1))
         self.num_updates = 0
         self.grad_reduce_bucket_mb = grad_reduce_bucket_mb
-        self.optimizer = _make_optimizer(optimizer, list(student.parameters()), learning_rate)
+        self.optimizer = resolve_optimizer(optimizer)(list(student.parameters()), lr=learning_rate)
         self.transition = RolloutStorage.Transition()
         # Recurrent states at the start of the current rollout, to replay it in the update.
         self.rollout_start_states: tuple[HiddenState, HiddenState] = (None, None)
@@ -221,20 +221,9 @@ class Distillation:
         all_reduce_mean_grads(list(self.student.parameters()), self.grad_reduce_bucket_mb)
 
     def compile(self, mode: str | None = None) -> None:
-        """``torch.compile`` the student's and teacher's MLP heads in place (``None``: nothing to do).
-
-        In place, so state-dict keys, export and checkpoints are unchanged.
-
-        Raises:
-            ValueError: a CUDA-graph mode (see ``rlcore.utils.compile_model``).
-        """
-        from rlcore.utils.compile import compile_model
-
-        if mode is None:
-            return
-        compile_model(nn.Identity(), mode)  # validates the mode
-        for model in (self.student, self.teacher):
-            model.mlp.compile(mode=mode)
+        """``torch.compile`` the student's and teacher's MLP heads in place (``None``: nothing to do); see
+        :func:`rlcore.utils.compile.compile_mlp_heads`."""
+        compile_mlp_heads((self.student, self.teacher), mode)
 
     @staticmethod
     def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str) -> Distillation:

@@ -26,6 +26,7 @@ from rlcore.errors import ConfigError
 from rlcore.models import MLPModel
 from rlcore.modules import EmpiricalDiscountedVariationNormalization, HiddenState
 from rlcore.storage import RolloutStorage
+from rlcore.utils.compile import compile_mlp_heads
 from rlcore.utils.distributed import (
     all_reduce_mean,
     all_reduce_mean_grads,
@@ -148,7 +149,7 @@ class PPO:
         )
 
         # One optimiser over actor and critic; a CNN encoder shared by both appears once.
-        self.optimizer = _make_optimizer(optimizer, _unique_params(actor, critic), learning_rate)
+        self.optimizer = resolve_optimizer(optimizer)(_unique_params(actor, critic), lr=learning_rate)
         if torch_compile:
             self.compile("default")
 
@@ -427,21 +428,9 @@ class PPO:
         return all(cfg.values())
 
     def compile(self, mode: str | None = None) -> None:
-        """``torch.compile`` the actor's and critic's MLP heads in place (``None``: nothing to do).
-
-        In place (``nn.Module.compile``), so state-dict keys, checkpoints and export are unchanged; the
-        observation normalisers, encoders and distributions stay eager.
-
-        Raises:
-            ValueError: a CUDA-graph mode (see ``rlcore.utils.compile_model``).
-        """
-        from rlcore.utils.compile import compile_model
-
-        if mode is None:
-            return
-        compile_model(nn.Identity(), mode)  # validates the mode
-        for model in (self.actor, self.critic):
-            model.mlp.compile(mode=mode)
+        """``torch.compile`` the actor's and critic's MLP heads in place (``None``: nothing to do); see
+        :func:`rlcore.utils.compile.compile_mlp_heads`."""
+        compile_mlp_heads((self.actor, self.critic), mode)
 
     def broadcast_parameters(self) -> None:
         """Copy rank 0's parameters and buffers (observation and reward normalisers included) to every rank.
@@ -523,12 +512,3 @@ def _unique_params(*modules: nn.Module) -> list[nn.Parameter]:
             seen.add(id(p))
             out.append(p)
     return out
-
-
-def _make_optimizer(name: str, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """The optimizer named ``name`` (see ``rlcore.utils.optimizer``) over ``params``; a config error when unknown."""
-    try:
-        optimizer_class = resolve_optimizer(name)
-    except ValueError as err:  # a user's config value: one line naming the valid optimizers
-        raise ConfigError(str(err)) from None
-    return optimizer_class(params, lr=lr)

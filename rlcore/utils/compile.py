@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 
 from rlcore.errors import ConfigError
@@ -20,10 +22,30 @@ def compile_model(model: torch.nn.Module, mode: str | None = None) -> torch.nn.M
     """
     if mode is None:
         return model
-    if mode in CUDA_GRAPH_MODES:
-        raise ConfigError(f"torch.compile mode '{mode}' replays CUDA graphs, which the algorithms cannot use; "
-                         "use 'default' or 'max-autotune-no-cudagraphs' (or None to not compile).")
+    _check_mode(mode)
     return torch.compile(model, mode=mode)  # type: ignore[return-value]
 
 
-__all__ = ["compile_model"]
+def compile_mlp_heads(models: Iterable[torch.nn.Module], mode: str | None) -> None:
+    """``torch.compile`` each model's MLP head in place (``nn.Module.compile``; ``mode`` None: nothing to do).
+
+    In place, so state-dict keys, checkpoints and export are unchanged; the observation normalisers, encoders
+    and distributions stay eager. The algorithms' ``compile(mode)`` methods call this.
+
+    Raises:
+        ConfigError: a CUDA-graph mode (see :func:`compile_model`).
+    """
+    if mode is None:
+        return
+    _check_mode(mode)
+    for model in models:
+        model.mlp.compile(mode=mode)
+
+
+def _check_mode(mode: str) -> None:
+    if mode in CUDA_GRAPH_MODES:
+        raise ConfigError(f"torch.compile mode '{mode}' replays CUDA graphs, which the algorithms cannot use; "
+                          "use 'default' or 'max-autotune-no-cudagraphs' (or None to not compile).")
+
+
+__all__ = ["compile_mlp_heads", "compile_model"]
