@@ -16,7 +16,7 @@ from rlcore.errors import ConfigError
 from rlcore.utils.checkpoint import get_rng_states, load_checkpoint, save_atomic, seed_everything, set_rng_states
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
 from rlcore.utils.export import export_jit, export_onnx, policy_metadata
-from rlcore.utils.logger import Logger
+from rlcore.utils.logger import Logger, plain_config
 
 RUNNER_DEFAULTS = {
     "seed": None,  # None: the runner does not seed (the caller's own seeding stands); an int: seed + rank
@@ -167,8 +167,7 @@ class OnPolicyRunner:
                 t1 = time.perf_counter()
                 losses = self.alg.update()
                 t2 = time.perf_counter()
-                self.current_learning_iteration = it
-                self.fresh_start = False
+                self.current_learning_iteration = it  # the setter also ends fresh_start
                 ep = self.logger.log(
                     it=it, start_it=start, total_it=start + num_it, collect_time=t1 - t0, learn_time=t2 - t1,
                     loss_dict=losses, learning_rate=losses.get("learning_rate", getattr(self.alg, "learning_rate", 0.0)),
@@ -269,8 +268,8 @@ class OnPolicyRunner:
         state = self.alg.save()
         state["iter"] = self.current_learning_iteration
         state["infos"] = infos
-        state["train_cfg"] = _plain(self.cfg)
-        state["obs_groups"] = _plain(self.cfg.get("obs_groups"))  # checked when this actor becomes a teacher
+        state["train_cfg"] = plain_config(self.cfg)
+        state["obs_groups"] = plain_config(self.cfg.get("obs_groups"))  # checked when this actor becomes a teacher
         state["rng_states"] = get_rng_states()
         state["hidden_states"] = {n: m.get_hidden_state() for n, m in self.models.items()
                                   if getattr(m, "is_recurrent", False)}
@@ -291,8 +290,7 @@ class OnPolicyRunner:
             load_cfg = {"optimizer": False}
         resumed = self.alg.load(ckpt, load_cfg, strict)
         if resumed:
-            self.current_learning_iteration = int(ckpt.get("iter", 0))
-            self.fresh_start = False
+            self.current_learning_iteration = int(ckpt.get("iter", 0))  # the setter also ends fresh_start
             # The checkpoint holds rank 0's RNG, env and recurrent state (only rank 0 writes). Other ranks keep
             # their own freshly seeded (seed + rank) env and RNG, so their rollouts stay distinct after a
             # distributed resume; rank 0 continues exactly.
@@ -393,16 +391,3 @@ def _raise_if_non_finite(bad: torch.Tensor | None, obs: TensorDict) -> None:
 
 def _norm(v):
     return list(v) if isinstance(v, (list, tuple)) else v
-
-
-def _plain(obj):
-    """A copy made of dicts, lists, str, numbers, bools and None (safe for weights_only loading and loggers)."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    if hasattr(obj, "items"):  # OmegaConf containers and other mappings
-        return {str(k): _plain(v) for k, v in obj.items()}
-    return repr(obj)
