@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
+from rlcore.errors import ConfigError
 from rlcore.utils.cli import UserError, parse_key_values, user_errors
 
 SUMMARY = ("Run an exported Go2 ONNX policy (onnxruntime only; its interface from the file's metadata) on a grid of "
@@ -151,7 +152,7 @@ def evaluate(policy: str, variants: Sequence | None = None,
     try:
         env = Go2VariantEnv.from_interface(meta, n, episode_s=(settle + measured + 50) * control_dt, threads=threads,
                                            solver_iterations=solver_iterations)
-    except (ValueError, KeyError, TypeError) as err:
+    except ConfigError as err:  # the file describes another robot or layout than this task (not a bug here)
         raise UserError(f"{path}: {' '.join(str(err).split())[:300]}; re-export it with this rlcore.") from None
     try:
         env.assign_variants(variants, np.repeat(np.arange(n_var), n_cmd))  # env e: variant e // C, command e % C

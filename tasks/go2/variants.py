@@ -14,6 +14,7 @@ import dataclasses
 import mujoco
 import numpy as np
 
+from rlcore.env import ConfigError
 from rlcore.utils.export import obs_layout
 from tasks.go2.config import Go2Cfg, no_randomization
 from tasks.go2.env import Go2Env
@@ -87,10 +88,13 @@ class Go2VariantEnv(Go2Env):
         ``episode_s``. ``solver_iterations`` replaces the file's (e.g. a converged solver for stiff variants).
 
         Raises:
-            ValueError: ``meta`` describes something this task does not compute (another robot, a different
-                observation layout, non-uniform gains); the message says what differs.
+            ConfigError: ``meta`` describes something this task does not compute (another robot, a different
+                observation layout, non-uniform gains, a missing entry); the message says what differs.
         """
-        overrides = overrides_from_interface(meta, episode_s, threads)
+        try:
+            overrides = overrides_from_interface(meta, episode_s, threads)
+        except KeyError as err:  # the file's interface lacks an entry this task needs
+            raise ConfigError(f"its interface lacks {err}") from None
         if solver_iterations is not None:
             overrides["sim"]["solver_iterations"] = int(solver_iterations)
         env = cls(num_envs=num_envs, device=device, seed=0, **overrides)
@@ -100,7 +104,7 @@ class Go2VariantEnv(Go2Env):
                 mine = {**mine, key: {**mine[key], "iterations": meta[key].get("iterations")}}
             if key in meta and meta[key] != mine[key]:
                 env.close()
-                raise ValueError(f"its {key} {meta[key]} is not what this rlcore's Go2 task does ({mine[key]})")
+                raise ConfigError(f"its {key} {meta[key]} is not what this rlcore's Go2 task does ({mine[key]})")
         fields = ("group", "name", "start", "stop", "scale", "offset")
         layout = obs_layout(list(meta["obs_groups"]), mine["observation_groups"]) or []
         theirs = [{k: t.get(k) for k in fields} for t in meta["obs_layout"]]
@@ -108,7 +112,7 @@ class Go2VariantEnv(Go2Env):
         if theirs != ours:
             env.close()
             diff = next((f"{a} vs {b}" for a, b in zip(theirs, ours) if a != b), f"{len(theirs)} vs {len(ours)} terms")
-            raise ValueError(f"its observation layout differs from what this rlcore's Go2 task computes (file vs task: "
+            raise ConfigError(f"its observation layout differs from what this rlcore's Go2 task computes (file vs task: "
                              f"{diff})")
         return env
 
@@ -129,7 +133,7 @@ class Go2VariantEnv(Go2Env):
 
 def _uniform(values: list, key: str) -> float:
     if len(set(values)) != 1:
-        raise ValueError(f"its {key} differs between joints ({values}); this Go2 task has one {key} for all joints")
+        raise ConfigError(f"its {key} differs between joints ({values}); this Go2 task has one {key} for all joints")
     return float(values[0])
 
 
