@@ -1,27 +1,44 @@
-"""Learner throughput: rlcore's collection and update time per iteration at legged_gym sizes.
+"""Learner speed: rlcore against rsl_rl 5.x and a bare-PyTorch floor, at legged_gym sizes.
 
 The environment costs nothing (``ZeroCostEnv``: observations and rewards come from a small pool of
-pre-generated random tensors, time-outs come from ``episode_length_buf``, no physics), so the figures are
-the learner's own cost: policy/critic inference and storage during collection, GAE, and the PPO update.
+pre-generated random tensors, time-outs from ``episode_length_buf``, no physics), so the figures are the
+learner's own cost: policy/critic inference and storage during collection, GAE, and the PPO update.
 
-Defaults are ANYmal-on-flat-ground sizes of legged_gym: 4096 envs x 24 steps, actor and critic MLPs
-[512, 256, 128] (elu) with observation normalisation, 48-dim ``policy`` and 48-dim ``critic`` groups
-(``--privileged-dim 187`` adds a height-scan-like ``privileged`` group to the critic), 12 actions,
-PPO 5 epochs x 4 mini-batches, adaptive learning rate.
+Sizes (legged_gym, ANYmal on flat ground): actor observations 48 (group ``policy``), critic observations
+48 + 187 privileged = 235 (groups ``policy`` + ``privileged``), 12 actions, 24 steps per env and iteration,
+PPO 5 epochs x 4 mini-batches, adaptive-KL learning rate, observation normalisation. Cases:
 
-If ``rsl_rl`` (PyPI ``rsl-rl-lib``, 5.x; ``pip install -e .[bench]``) is importable, its OnPolicyRunner runs the
-same settings in the same process; iterations of the two learners are interleaved so that a change of
-machine load hits both alike. ``update`` is the time spent in ``alg.update()``; ``collection`` is the rest
-of the iteration (rollout, returns, bookkeeping); ``total`` is the whole ``learn(1)`` call (wall clock);
-``CPU s/it`` is the process CPU time of that call, a figure that a busy shared machine disturbs less.
+- ``mlp``: actor and critic MLP [512, 256, 128] (elu), 4096 envs;
+- ``mlp_1024``: the same at 1024 envs (per-iteration fixed costs weigh more);
+- ``rnn``: LSTM 256 then MLP [256, 128], 4096 envs.
 
-Run (from the repository root)::
+Each (case, library) runs in a fresh subprocess with the same thread count, one after the other: a warm-up
+iteration (allocators, rlcore's normaliser warm-up rollout), then measured ``learn(1)`` iterations. Per
+iteration: ``returns`` is ``alg.compute_returns``, ``update`` is ``alg.update``, ``collection`` is the rest of
+the rollout (``total`` minus both), ``total`` the whole iteration (wall clock), ``CPU`` the process CPU time
+(a busy shared machine disturbs it less). Each column is the median over the measured iterations (so the
+columns need not add up exactly).
 
-    python bench/learner.py                       # 4096 envs, 1 warm-up + 3 measured iterations
-    python bench/learner.py --iterations 3 --threads 1
+The floor (``mlp`` case only, its own subprocess) is bare eager PyTorch doing only what one update must do:
+5 x 4 mini-batch steps of batch ``envs * 24 / 4`` (24,576 at 4096 envs), each an actor and critic forward on
+contiguous slices of pre-made data, Gaussian log-prob and entropy in closed form, clipped surrogate + clipped
+value loss, backward and an Adam step. ``rlcore/floor`` compares rlcore's ``update`` with it (both are the
+update alone; no normalisation, gradient clipping, KL or shuffling in the floor).
+
+Run (from the repository root; OMP_WAIT_POLICY=PASSIVE is set for the children)::
+
+    python bench/learner.py                          # all cases, all cores, 1 warm-up + 3 measured iterations
+    python bench/learner.py --cases mlp,mlp_1024 --iterations 5 --threads 2
     python bench/learner.py --device cuda
+    python bench/learner.py --profile mlp            # torch.profiler over one rlcore update, top 25 by self CPU
+    python bench/learner.py --tiny --threads 1       # smoke run: 16 envs, 1 + 2 iterations (seconds)
 
-Last line: ``learner: envs=<n> rlcore_s_per_it=<a> rsl_rl_s_per_it=<b or nan> ratio=<a/b or nan>``.
+Expected run time of the default on the 2-core reference machine (issue 13's figures: ~15 s/it per library
+for ``mlp``, ~4 s for ``mlp_1024``, ~33 s for ``rnn``, ~12 s for the floor): 4 iterations x 2 libraries x
+(15 + 33) s + 6 x 2 x 4 s + 4 x 12 s plus ~7 subprocess start-ups, about 9-10 minutes (under 15).
+
+Last line: ``learner: mlp_ratio=<r> mlp_1024_ratio=<r> rnn_ratio=<r> mlp_floor_ratio=<r>`` (rlcore total /
+rsl_rl total per case; rlcore update / floor for the MLP case; ``nan`` for a case not run or a library missing).
 """
 
 from __future__ import annotations
@@ -29,211 +46,386 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import math
 import os
+import statistics
+import subprocess
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ACTOR_OBS, PRIVILEGED_OBS, NUM_ACTIONS, STEPS = 48, 187, 12, 24
+EPOCHS, MINI_BATCHES = 5, 4
+CASES: dict[str, dict] = {
+    "mlp": {"num_envs": 4096, "model": "mlp", "hidden_dims": [512, 256, 128], "iterations": 3},
+    "mlp_1024": {"num_envs": 1024, "model": "mlp", "hidden_dims": [512, 256, 128], "iterations": 5},
+    "rnn": {"num_envs": 4096, "model": "rnn", "hidden_dims": [256, 128], "rnn_hidden_dim": 256, "iterations": 3},
+}
+"""Benchmark cases; ``iterations`` is the default number of measured iterations (after ``--warmup``)."""
+TINY_ENV_DIVISOR = 256  # --tiny: 16 envs for the 4096-env cases, 8 for mlp_1024
+LIBRARIES = ("rlcore", "rsl_rl")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--num-envs", type=int, default=4096)
-    p.add_argument("--steps", type=int, default=24, help="steps per env per iteration (num_steps_per_env)")
-    # Default 3, not 5: at these sizes one PPO update is ~20 CPU-seconds per learner on one core, and a default
-    # run with rsl_rl side by side (2 x (1 + 3) iterations) must stay within ~3 minutes on 2 cores.
-    p.add_argument("--iterations", type=int, default=3, help="measured iterations (after 1 warm-up iteration)")
+    p.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
+    p.add_argument("--iterations", type=int, default=None,
+                   help="measured iterations per case (default: 3, 5 for mlp_1024; 2 with --tiny)")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up iterations before measuring")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: all cores)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--obs-dim", type=int, default=48, help="size of the 'policy' and 'critic' groups")
-    p.add_argument("--privileged-dim", type=int, default=0, help="extra critic-only 'privileged' group (0: none)")
-    p.add_argument("--num-actions", type=int, default=12)
     p.add_argument("--episode-length", type=int, default=1000, help="time-out period of the zero-cost env")
-    p.add_argument("--no-rsl-rl", action="store_true", help="skip rsl_rl even if it is importable")
-    return p.parse_args(argv)
+    p.add_argument("--no-rsl-rl", action="store_true", help="skip rsl_rl")
+    p.add_argument("--no-floor", action="store_true", help="skip the bare-PyTorch floor")
+    p.add_argument("--profile", default=None, metavar="CASE", help="profile one rlcore update of CASE and exit")
+    p.add_argument("--tiny", action="store_true", help="smoke run: envs / 256 (at least 8), 2 measured iterations")
+    p.add_argument("--worker", default=None, choices=[*LIBRARIES, "floor"], help=argparse.SUPPRESS)
+    p.add_argument("--case", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.case_list = [c.strip() for c in args.cases.split(",") if c.strip()]
+    for name in args.case_list + ([args.profile] if args.profile else []):
+        if name not in CASES:
+            p.error(f"unknown case '{name}'; valid: {', '.join(CASES)}")
+    if args.threads is None:
+        args.threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return args
 
 
-ARGS = parse_args()
-if ARGS.threads:
-    THREADS = ARGS.threads
-elif hasattr(os, "sched_getaffinity"):
-    THREADS = len(os.sched_getaffinity(0))
-else:
-    THREADS = os.cpu_count() or 1
-# Before torch is imported: idle OpenMP threads must not spin between the many small kernels.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ["OMP_NUM_THREADS"] = str(THREADS)
-
-import torch  # noqa: E402
-from tensordict import TensorDict  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout without install
-
-from rlcore.env import VecEnv  # noqa: E402
-from rlcore.runners import OnPolicyRunner  # noqa: E402
+def case_settings(name: str, args: argparse.Namespace) -> dict:
+    """The case's settings after ``--tiny`` and ``--iterations``."""
+    case = dict(CASES[name])
+    if args.tiny:
+        case["num_envs"] = max(case["num_envs"] // TINY_ENV_DIVISOR, 8)
+        case["iterations"] = 2
+    if args.iterations is not None:
+        case["iterations"] = args.iterations
+    return case
 
 
-class ZeroCostEnv(VecEnv):
-    """A VecEnv without physics: it cycles through ``pool`` pre-generated observation/reward sets.
+# ============================================================================ worker side (imports torch)
+def zero_cost_env(num_envs: int, episode_length: int, device: str):
+    """A VecEnv without physics (see the module docstring); built lazily so the parent never imports torch."""
+    import torch
+    from tensordict import TensorDict
 
-    Episodes end only by time-out, when ``episode_length_buf`` reaches ``max_episode_length``
-    (``extras["time_outs"]``), so dones, resets and time-out bootstrapping still happen at a realistic rate.
-    """
+    from rlcore.env import VecEnv
 
-    def __init__(self, num_envs: int, obs_dims: dict[str, int], num_actions: int, max_episode_length: int,
-                 device: str, pool: int = 4, seed: int = 0) -> None:
-        self.num_envs, self.num_actions = num_envs, num_actions
-        self.max_episode_length = max_episode_length
-        self.device = torch.device(device)
-        self.cfg = {"num_envs": num_envs, "obs_dims": obs_dims, "max_episode_length": max_episode_length}
-        g = torch.Generator(device="cpu").manual_seed(seed)
-        self._obs = [TensorDict({k: torch.randn(num_envs, d, generator=g) for k, d in obs_dims.items()},
-                                batch_size=[num_envs]).to(self.device) for _ in range(pool)]
-        self._rew = [torch.randn(num_envs, generator=g).to(self.device) for _ in range(pool)]
-        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
-        self._i = 0
+    class ZeroCostEnv(VecEnv):
+        """Cycles through ``pool`` pre-generated observation/reward sets; episodes end by time-out only."""
 
-    def get_observations(self) -> TensorDict:
-        return self._obs[self._i]
+        def __init__(self, pool: int = 4, seed: int = 0) -> None:
+            self.num_envs, self.num_actions, self.max_episode_length = num_envs, NUM_ACTIONS, episode_length
+            self.device = torch.device(device)
+            self.cfg = {"num_envs": num_envs, "max_episode_length": episode_length}
+            g = torch.Generator(device="cpu").manual_seed(seed)
+            dims = {"policy": ACTOR_OBS, "privileged": PRIVILEGED_OBS}
+            self._obs = [TensorDict({k: torch.randn(num_envs, d, generator=g) for k, d in dims.items()},
+                                    batch_size=[num_envs]).to(self.device) for _ in range(pool)]
+            self._rew = [torch.randn(num_envs, generator=g).to(self.device) for _ in range(pool)]
+            self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+            self._i = 0
 
-    def step(self, actions: torch.Tensor):
-        self._i = (self._i + 1) % len(self._obs)
-        self.episode_length_buf += 1
-        time_outs = self.episode_length_buf >= self.max_episode_length
-        self.episode_length_buf.masked_fill_(time_outs, 0)
-        return self._obs[self._i], self._rew[self._i], time_outs, {"time_outs": time_outs}
+        def get_observations(self) -> TensorDict:
+            return self._obs[self._i]
+
+        def step(self, actions: torch.Tensor):
+            self._i = (self._i + 1) % len(self._obs)
+            self.episode_length_buf += 1
+            time_outs = self.episode_length_buf >= self.max_episode_length
+            self.episode_length_buf.masked_fill_(time_outs, 0)
+            return self._obs[self._i], self._rew[self._i], time_outs, {"time_outs": time_outs}
+
+    return ZeroCostEnv()
 
 
-def train_cfg(args: argparse.Namespace) -> dict:
-    """The rsl_rl 5.x train config (rlcore reads the same format)."""
-    critic_groups = ["critic"] + (["privileged"] if args.privileged_dim > 0 else [])
-    mlp = {"class_name": "MLPModel", "hidden_dims": [512, 256, 128], "activation": "elu", "obs_normalization": True}
+def train_cfg(case: dict) -> dict:
+    """The rsl_rl 5.x train config of a case (rlcore reads the same format)."""
+    model = {"hidden_dims": case["hidden_dims"], "activation": "elu", "obs_normalization": True}
+    if case["model"] == "rnn":
+        model.update(class_name="RNNModel", rnn_type="lstm", rnn_hidden_dim=case["rnn_hidden_dim"], rnn_num_layers=1)
+    else:
+        model["class_name"] = "MLPModel"
     return {
         "seed": 1,
-        "num_steps_per_env": args.steps,
+        "num_steps_per_env": STEPS,
         "save_interval": 10**9,
         "logger": "tensorboard",  # nothing is written: log_dir is None
-        "obs_groups": {"actor": ["policy"], "critic": critic_groups},
-        "actor": {**mlp, "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
-        "critic": dict(mlp),
+        "obs_groups": {"actor": ["policy"], "critic": ["policy", "privileged"]},
+        "actor": {**model, "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+        "critic": dict(model),
         "algorithm": {
-            "class_name": "PPO", "num_learning_epochs": 5, "num_mini_batches": 4, "learning_rate": 1e-3,
-            "schedule": "adaptive", "desired_kl": 0.01, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95,
-            "value_loss_coef": 1.0, "entropy_coef": 0.01, "max_grad_norm": 1.0, "use_clipped_value_loss": True,
-            "rnd_cfg": None, "symmetry_cfg": None,
+            "class_name": "PPO", "num_learning_epochs": EPOCHS, "num_mini_batches": MINI_BATCHES,
+            "learning_rate": 1e-3, "schedule": "adaptive", "desired_kl": 0.01, "clip_param": 0.2, "gamma": 0.99,
+            "lam": 0.95, "value_loss_coef": 1.0, "entropy_coef": 0.01, "max_grad_norm": 1.0,
+            "use_clipped_value_loss": True, "rnd_cfg": None, "symmetry_cfg": None,
         },
     }
 
 
-class Learner:
-    """A runner plus timers: ``step()`` runs one ``learn(1)`` and records its total and update time."""
+def _sync(device: str) -> None:
+    if str(device).startswith("cuda"):
+        import torch
 
-    def __init__(self, name: str, runner, device: str) -> None:
-        self.name, self.runner, self.device = name, runner, device
-        self.total: list[float] = []
-        self.update: list[float] = []
-        self.cpu: list[float] = []
-        self._update_s = 0.0
-        alg = runner.alg
-        original = alg.update
+        torch.cuda.synchronize()
 
-        def timed_update(*a, **k):
-            self._sync()
+
+class TimedRunner:
+    """A runner whose ``alg.compute_returns`` and ``alg.update`` are timed; ``step()`` runs one ``learn(1)``."""
+
+    def __init__(self, runner, device: str) -> None:
+        self.runner, self.device = runner, device
+        self.rows: list[dict[str, float]] = []
+        self._spent = {"returns": 0.0, "update": 0.0}
+        self._first = True
+        for name, key in (("compute_returns", "returns"), ("update", "update")):
+            setattr(runner.alg, name, self._timed(getattr(runner.alg, name), key))
+
+    def _timed(self, fn, key: str):
+        def wrapper(*a, **k):
+            _sync(self.device)
             t = time.perf_counter()
-            out = original(*a, **k)
-            self._sync()
-            self._update_s += time.perf_counter() - t
+            out = fn(*a, **k)
+            _sync(self.device)
+            self._spent[key] += time.perf_counter() - t
             return out
 
-        alg.update = timed_update  # both runners call self.alg.update() once per iteration
-        self._first = True
-
-    def _sync(self) -> None:
-        if str(self.device).startswith("cuda"):
-            torch.cuda.synchronize()
+        return wrapper
 
     def step(self, record: bool) -> None:
-        self._update_s = 0.0
-        self._sync()
+        self._spent = {"returns": 0.0, "update": 0.0}
+        _sync(self.device)
         t, c = time.perf_counter(), time.process_time()
         with contextlib.redirect_stdout(io.StringIO()):  # the runners' per-iteration console reports
             self.runner.learn(1, init_at_random_ep_len=self._first)
-        self._sync()
+        _sync(self.device)
         total, cpu = time.perf_counter() - t, time.process_time() - c
         self._first = False
         if record:
-            self.total.append(total)
-            self.cpu.append(cpu)
-            self.update.append(self._update_s)
-
-    def figures(self) -> dict[str, float]:
-        n = max(len(self.total), 1)
-        total, update = sum(self.total) / n, sum(self.update) / n
-        return {"collection": total - update, "update": update, "total": total, "cpu": sum(self.cpu) / n}
+            self.rows.append({"collection": total - self._spent["returns"] - self._spent["update"],
+                              "returns": self._spent["returns"], "update": self._spent["update"],
+                              "total": total, "cpu": cpu})
 
 
-def make_env(args: argparse.Namespace) -> ZeroCostEnv:
-    dims = {"policy": args.obs_dim, "critic": args.obs_dim}
-    if args.privileged_dim > 0:
-        dims["privileged"] = args.privileged_dim
-    return ZeroCostEnv(args.num_envs, dims, args.num_actions, args.episode_length, args.device)
+def make_runner(library: str, case: dict, args: argparse.Namespace):
+    """``library``'s OnPolicyRunner on a zero-cost env of ``case``."""
+    if library == "rlcore":
+        from rlcore.runners import OnPolicyRunner
+    else:
+        from rsl_rl.runners import OnPolicyRunner
+    env = zero_cost_env(case["num_envs"], args.episode_length, args.device)
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints its models
+        return OnPolicyRunner(env, train_cfg(case), None, args.device)
 
 
-def main(args: argparse.Namespace) -> None:
-    torch.set_num_threads(THREADS)
-    steps_per_it = args.num_envs * args.steps
-    print(f"learner bench: {args.num_envs} envs x {args.steps} steps = {steps_per_it} samples/it, "
-          f"MLP [512, 256, 128] elu, obs policy={args.obs_dim} critic={args.obs_dim}"
-          f"{f' + privileged={args.privileged_dim}' if args.privileged_dim else ''}, {args.num_actions} actions, "
-          f"PPO 5 epochs x 4 mini-batches, device={args.device}, threads={torch.get_num_threads()}, "
-          f"torch {torch.__version__}")
+def floor_step_fn(case: dict, device: str):
+    """One update's worth of bare mini-batch steps (EPOCHS x MINI_BATCHES) of the MLP case, as a closure."""
+    import torch
+    import torch.nn as nn
 
-    learners = []
+    torch.manual_seed(0)
+
+    def mlp(n_in: int, n_out: int) -> nn.Sequential:
+        layers, d = [], n_in
+        for h in case["hidden_dims"]:
+            layers += [nn.Linear(d, h), nn.ELU()]
+            d = h
+        return nn.Sequential(*layers, nn.Linear(d, n_out)).to(device)
+
+    actor, critic = mlp(ACTOR_OBS, NUM_ACTIONS), mlp(ACTOR_OBS + PRIVILEGED_OBS, 1)
+    std = nn.Parameter(torch.ones(NUM_ACTIONS, device=device))
+    optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters(), std], lr=1e-3)
+    n = case["num_envs"] * STEPS
+    batch = n // MINI_BATCHES
+    data = {"obs_a": torch.randn(n, ACTOR_OBS), "obs_c": torch.randn(n, ACTOR_OBS + PRIVILEGED_OBS),
+            "actions": torch.randn(n, NUM_ACTIONS), "old_log_prob": torch.randn(n) - 10.0,
+            "advantages": torch.randn(n), "returns": torch.randn(n), "old_values": torch.randn(n)}
+    data = {k: v.to(device) for k, v in data.items()}
+    half_log_2pi = 0.5 * math.log(2 * math.pi)
+
+    def update() -> None:
+        for _ in range(EPOCHS):
+            for i in range(MINI_BATCHES):
+                mb = {k: v[i * batch:(i + 1) * batch] for k, v in data.items()}
+                mean = actor(mb["obs_a"])
+                log_std = std.log()
+                log_prob = (-0.5 * ((mb["actions"] - mean) / std).square() - log_std - half_log_2pi).sum(-1)
+                entropy = (0.5 + half_log_2pi + log_std).sum().expand(batch)
+                values = critic(mb["obs_c"]).squeeze(-1)
+                ratio = torch.exp(log_prob - mb["old_log_prob"])
+                adv = mb["advantages"]
+                surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
+                clipped = mb["old_values"] + (values - mb["old_values"]).clamp(-0.2, 0.2)
+                value_loss = torch.max((values - mb["returns"]).square(), (clipped - mb["returns"]).square()).mean()
+                loss = surrogate + value_loss - 0.01 * entropy.mean()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+
+    return update
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    """One (case, library) measurement in this process; prints ``RESULT <json>`` (medians per column)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    case = case_settings(args.case, args)
+    rows: list[dict[str, float]] = []
+    if args.worker == "floor":
+        update = floor_step_fn(case, args.device)
+        for i in range(args.warmup + case["iterations"]):
+            _sync(args.device)
+            t, c = time.perf_counter(), time.process_time()
+            update()
+            _sync(args.device)
+            if i >= args.warmup:
+                wall = time.perf_counter() - t
+                rows.append({"update": wall, "total": wall, "cpu": time.process_time() - c})
+    else:
+        if args.worker == "rsl_rl":
+            try:
+                import importlib.metadata
+
+                import rsl_rl  # noqa: F401
+
+                version = importlib.metadata.version("rsl-rl-lib")
+            except ImportError:
+                print("rsl_rl is not importable (pip install rsl-rl-lib, or pip install -e .[bench])")
+                sys.exit(3)
+            if not version.startswith("5."):
+                print(f"rsl_rl {version} found; this bench needs 5.x")
+                sys.exit(3)
+        timed = TimedRunner(make_runner(args.worker, case, args), args.device)
+        for i in range(args.warmup + case["iterations"]):
+            timed.step(record=i >= args.warmup)
+        rows = timed.rows
+    result = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    result["threads"] = torch.get_num_threads()
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def run_profile(args: argparse.Namespace) -> None:
+    """torch.profiler over one rlcore update of case ``args.profile`` (after a warm-up iteration and a rollout)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(args.threads)
+    case = case_settings(args.profile, args)
+    runner = make_runner("rlcore", case, args)
     with contextlib.redirect_stdout(io.StringIO()):
-        learners.append(Learner("rlcore", OnPolicyRunner(make_env(args), train_cfg(args), None, args.device),
-                                args.device))
-    rsl_rl_version = None
-    if not args.no_rsl_rl:
-        try:
-            import importlib.metadata
+        runner.learn(1, init_at_random_ep_len=True)  # warm-up (normaliser warm-up rollout, allocators)
+    update = runner.alg.update
+    tables: list[str] = []
 
-            from rsl_rl.runners import OnPolicyRunner as RslRlRunner
+    def profiled_update(*a, **k):
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
+        with profile(activities=activities) as prof:
+            out = update(*a, **k)
+            _sync(args.device)
+        tables.append(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        return out
 
-            rsl_rl_version = importlib.metadata.version("rsl-rl-lib")
-        except ImportError:
-            print("rsl_rl: not importable (pip install rsl-rl-lib, or pip install -e .[bench]); rlcore only")
-        else:
-            if not rsl_rl_version.startswith("5."):
-                print(f"rsl_rl: version {rsl_rl_version} found, the bench needs 5.x; rlcore only")
-            else:
-                with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints its models
-                    learners.append(Learner("rsl_rl", RslRlRunner(make_env(args), train_cfg(args), None, args.device),
-                                            args.device))
+    runner.alg.update = profiled_update
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        runner.learn(1)
+    print(f"profile of one rlcore update, case {args.profile} ({case['num_envs']} envs, threads "
+          f"{torch.get_num_threads()}, device {args.device}; iteration incl. profiler overhead "
+          f"{time.perf_counter() - t:.2f} s), top 25 by self CPU time:")
+    print(tables[0])
 
+
+# ============================================================================ parent side
+def spawn(worker: str, case: str, args: argparse.Namespace) -> dict | None:
+    """Run one measurement in a fresh interpreter with the same thread settings; its RESULT, or None."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--case", case, "--threads",
+           str(args.threads), "--warmup", str(args.warmup), "--device", args.device,
+           "--episode-length", str(args.episode_length)]
+    if args.tiny:
+        cmd.append("--tiny")
+    if args.iterations is not None:
+        cmd += ["--iterations", str(args.iterations)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads must not spin between small kernels
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")  # a checkout without install
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+    print(f"  {case} / {worker}: no result (exit {proc.returncode}): {' | '.join(tail)}", flush=True)
+    return None
+
+
+def ratio(a: dict | None, b: dict | None, key: str = "total") -> float:
+    return a[key] / b[key] if a and b and b[key] > 0 else math.nan
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    args = parse_args(argv)
+    if args.worker:
+        run_worker(args)
+        return {}
+    if args.profile:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        sys.path.insert(0, ROOT)
+        run_profile(args)
+        return {}
+    sys.path.insert(0, ROOT)
+    try:
+        import importlib.metadata
+
+        rsl_version = importlib.metadata.version("rsl-rl-lib")
+    except importlib.metadata.PackageNotFoundError:
+        rsl_version = "missing"
+    print(f"learner bench: threads={args.threads} device={args.device} rsl_rl={rsl_version}; actor obs {ACTOR_OBS}, "
+          f"critic obs {ACTOR_OBS + PRIVILEGED_OBS}, {NUM_ACTIONS} actions, {STEPS} steps, PPO {EPOCHS} epochs x "
+          f"{MINI_BATCHES} mini-batches, adaptive KL, obs normalisation; {args.warmup} warm-up iteration(s), "
+          f"median of the measured ones{' (TINY)' if args.tiny else ''}", flush=True)
     t0 = time.perf_counter()
-    for learner in learners:  # warm-up: allocators, first normaliser statistics (rlcore's warm-up rollout)
-        learner.step(record=False)
-    for _ in range(args.iterations):  # interleaved: load changes of a shared machine hit both
-        for learner in learners:
-            learner.step(record=True)
-    elapsed = time.perf_counter() - t0
+    results: dict[str, dict[str, dict | None]] = {}
+    for name in args.case_list:
+        case = case_settings(name, args)
+        workers = ["rlcore"] + ([] if args.no_rsl_rl else ["rsl_rl"])
+        if name == "mlp" and not args.no_floor:
+            workers.append("floor")
+        results[name] = {}
+        for worker in workers:
+            t = time.perf_counter()
+            results[name][worker] = spawn(worker, name, args)
+            print(f"  {name} ({case['num_envs']} envs, {case['iterations']} measured) / {worker}: "
+                  f"{time.perf_counter() - t:.0f} s", flush=True)
 
-    print(f"{'':12s} {'collection s/it':>16s} {'update s/it':>12s} {'total s/it':>11s} {'steps/s':>10s} {'CPU s/it':>9s}"
-          f"   (mean of {args.iterations} iterations after 1 warm-up)")
-    figs = {}
-    for learner in learners:
-        f = figs[learner.name] = learner.figures()
-        label = learner.name if learner.name == "rlcore" else f"rsl_rl {rsl_rl_version}"
-        print(f"{label:12s} {f['collection']:16.3f} {f['update']:12.3f} {f['total']:11.3f} "
-              f"{steps_per_it / f['total']:10.0f} {f['cpu']:9.3f}")
-    a = figs["rlcore"]["total"]
-    b = figs["rsl_rl"]["total"] if "rsl_rl" in figs else math.nan
-    if "rsl_rl" in figs:
-        ratios = {k: figs["rlcore"][k] / figs["rsl_rl"][k] for k in ("collection", "update", "total")}
-        print(f"{'ratio':12s} {ratios['collection']:16.3f} {ratios['update']:12.3f} {ratios['total']:11.3f}"
-              f"   (rlcore / rsl_rl; < 1: rlcore is faster)")
-    print(f"(bench wall time {elapsed:.1f} s)")
-    print(f"learner: envs={args.num_envs} rlcore_s_per_it={a:.4f} rsl_rl_s_per_it={b:.4f} ratio={a / b:.3f}")
+    cols = ("collection", "returns", "update", "total", "cpu")
+    print(f"\n{'case':9s} {'library':20s} " + " ".join(f"{c + ' s/it':>15s}" for c in cols) + f" {'samples/s':>10s}")
+    for name, res in results.items():
+        samples = case_settings(name, args)["num_envs"] * STEPS
+        for worker, r in res.items():
+            label = f"rsl_rl {rsl_version}" if worker == "rsl_rl" else worker
+            if r is None:
+                print(f"{name:9s} {label:20s} (failed)")
+                continue
+            cells = " ".join(f"{r[c]:15.3f}" if c in r else f"{'-':>15s}" for c in cols)
+            print(f"{name:9s} {label:20s} {cells} {samples / r['total']:10.0f}")
+        rl, rs = res.get("rlcore"), res.get("rsl_rl")
+        if rl and rs:
+            print(f"{name:9s} {'rlcore / rsl_rl':20s} " + " ".join(f"{ratio(rl, rs, c):15.3f}" for c in cols))
+        if rl and res.get("floor"):
+            print(f"{name:9s} {'rlcore / floor':20s} {'':>15s} {'':>15s} {ratio(rl, res['floor'], 'update'):15.3f}"
+                  "   (rlcore's update vs the bare mini-batch steps)")
+    print(f"(bench wall time {time.perf_counter() - t0:.0f} s; ratios < 1: rlcore is faster)")
+
+    def case_ratio(name: str) -> float:
+        res = results.get(name, {})
+        return ratio(res.get("rlcore"), res.get("rsl_rl"))
+
+    out = {"mlp_ratio": case_ratio("mlp"), "mlp_1024_ratio": case_ratio("mlp_1024"), "rnn_ratio": case_ratio("rnn"),
+           "mlp_floor_ratio": ratio(results.get("mlp", {}).get("rlcore"), results.get("mlp", {}).get("floor"),
+                                    "update")}
+    print("learner: " + " ".join(f"{k}={v:.3f}" for k, v in out.items()))
+    return out
 
 
 if __name__ == "__main__":
-    main(ARGS)
+    main()
