@@ -7,8 +7,9 @@ are recorded, for commands up to 1 m/s forward/backward, 0.5 m/s sideways and 1 
 - ``train``: every env and step of each training iteration (stochastic policy, exploration noise included);
 - ``eval`` (the stopping criterion): every ``--eval-every`` iterations, the *deterministic* policy (the actor's
   mean action) runs ``--eval-envs`` separate envs of the same task (noise, randomisation
-  and pushes as in training) from fresh resets for 1 s to get going, then 4 s measured. A policy whose
-  mean action only stands, and which moves only through exploration noise, does not pass.
+  and pushes as in training) from fresh resets for 1 s to get going, then 4 s measured (the same scenario at
+  every evaluation; the runner's own evaluation code). A policy whose mean action only stands, and which
+  moves only through exploration noise, does not pass.
 
 Training stops when the eval error is under ``--threshold`` (0.25 m/s), or when the time budget is
 spent. Evaluation time is not counted in the reported minutes. At the end the deterministic policy is
@@ -58,20 +59,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def evaluate(actor, env, warmup_steps: int = 50, steps: int = 200) -> float:
-    """Mean planar tracking error of the deterministic ``actor`` over ``steps`` after ``warmup_steps``."""
-    import torch
+    """Mean planar tracking error of the deterministic ``actor`` over ``steps`` after ``warmup_steps``.
 
-    total, count = 0.0, 0
-    obs = env.reset()
-    actor.reset()
-    with torch.inference_mode():
-        for t in range(warmup_steps + steps):
-            obs, _, dones, _ = env.step(actor(obs))
-            actor.reset(dones)
-            if t >= warmup_steps:
-                total += float(torch.norm(env.commands[:, :2] - env.base_lin_vel[:, :2], dim=1).mean())
-                count += 1
-    return total / count
+    The runner's evaluation (``rlcore.runners.evaluation``, what ``runner.keep_best=lin_vel_error`` and
+    ``runner.stop_at`` use): Go2's per-step ``lin_vel_error_now`` from fresh resets, the same scenario at every
+    call on ``env``, the global generators left as they were.
+    """
+    from rlcore.runners.evaluation import Evaluation
+
+    cached = _EVALUATIONS.get(id(env))
+    if cached is None or cached[0] is not env or (cached[1].warmup_steps, cached[1].num_steps) != (warmup_steps, steps):
+        cached = _EVALUATIONS[id(env)] = (env, Evaluation(env, ["lin_vel_error"], steps, warmup_steps))
+    return cached[1](actor)["lin_vel_error"]
+
+
+_EVALUATIONS: dict[int, tuple] = {}  # id(env) -> (env, its Evaluation): one fixed scenario per env
 
 
 def probe(actor, env, steps: int = 250) -> list[tuple[tuple, list[float], int]]:

@@ -22,24 +22,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
 from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import PlayCfg
+from rlcore.utils.video import control_period  # rlcore.export imports it from here too
 
 SUMMARY = ("Run a trained policy in its task deterministically; print episode returns and the task's metrics. "
            "video=true writes an MP4, onnx=<file> plays an exported ONNX policy.")
-
-
-def control_period(env) -> float | None:
-    """The env's seconds per step (``step_dt``, ``dt``, or a classic task's ``dt``/``tau`` setting)."""
-    for name in ("step_dt", "dt"):
-        value = getattr(env, name, None)
-        if isinstance(value, (int, float)) and value > 0:
-            return float(value)
-    cfg = getattr(env, "cfg", None)
-    if isinstance(cfg, dict):
-        for name in ("step_dt", "dt", "tau"):
-            value = cfg.get(name)
-            if isinstance(value, (int, float)) and value > 0:
-                return float(value)
-    return None
 
 
 class OnnxActor:
@@ -175,7 +161,7 @@ def play(args: dict) -> dict:
     writer = None
     video_path = None
     if args["video"]:
-        from rlcore.utils.video import VideoWriter
+        from rlcore.utils.video import VideoWriter, render_frame
 
         stem = os.path.splitext(os.path.basename(info.checkpoint))[0]
         video_path = args.get("video_file") or os.path.join(info.run_dir, "videos", f"{stem}.mp4")
@@ -184,12 +170,7 @@ def play(args: dict) -> dict:
         writer = VideoWriter(video_path, fps=fps)
 
     def record() -> None:
-        try:
-            frame = env.render(width=int(args["video_width"]), height=int(args["video_height"]))
-        except Exception as err:
-            raise UserError(f"video=true: rendering failed ({' '.join(str(err).split())[:200]}); on a machine "
-                            "without a display set MUJOCO_GL=egl (GPU) or MUJOCO_GL=osmesa (CPU).") from None
-        writer.write(frame)
+        writer.write(render_frame(env, args["video_width"], args["video_height"], "video=true"))
 
     returns = torch.zeros(num_envs, dtype=torch.float64)
     lengths = torch.zeros(num_envs, dtype=torch.long)

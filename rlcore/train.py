@@ -143,10 +143,12 @@ def prepare(cfg) -> TrainPlan:
     """
     import importlib.util
 
+    from rlcore.runners.evaluation import check_settings
     from rlcore.utils.run_files import checkpoint_task, open_checkpoint, resume_differences
 
     plain = _plain_config(cfg)
     c, notices = validate_config(plain)
+    check_settings(c["runner"])  # video, keep_best, stop_at
     device = check_device(c["device"])
     if c["logger"]["type"] == "wandb" and importlib.util.find_spec("wandb") is None:
         raise UserError("logger=wandb needs the wandb package: pip install 'rlcore[wandb]' "
@@ -254,8 +256,9 @@ def run(cfg: DictConfig, log_dir: str | None = None,
     task = c["task"]
     env = make_task(task["name"], num_envs=int(task["num_envs"]), device=device, seed=int(c["seed"]) + rank,
                     **dict(task.get("env") or {}))
+    eval_env = _make_eval_env(c, device) if rank == 0 else None
     runner_cls = DistillationRunner if c["algorithm"]["class_name"] == "Distillation" else OnPolicyRunner
-    runner = runner_cls(env, plan.train_cfg, log_dir=log_dir, device=device)
+    runner = runner_cls(env, plan.train_cfg, log_dir=log_dir, device=device, eval_env=eval_env)
     for path, what in ((plan.teacher_path, "teacher"), (plan.resume_path, "resume")):
         if path is None:
             continue
@@ -276,12 +279,33 @@ def run(cfg: DictConfig, log_dir: str | None = None,
         runner.learn(init_at_random_ep_len=bool(c["runner"]["init_at_random_ep_len"]), callback=hook)
     finally:
         runner.close()
+        if eval_env is not None and callable(getattr(eval_env, "close", None)):
+            eval_env.close()
     path = None
     if runner.is_main:
         path = runner.export_policy_to_onnx(log_dir)
         print(f"[rlcore] exported {path}")
     _finish_distributed()
     return path
+
+
+def _make_eval_env(c: dict, device: str):
+    """The separate env of ``runner.keep_best`` / ``runner.stop_at``'s evaluation (None when both are off).
+
+    Same task and settings as the training env, ``runner.eval_num_envs`` envs, seed ``seed + 10000``; built with
+    the global generators' states put back afterwards, so that it leaves training as it would be without it.
+    """
+    from rlcore.utils.checkpoint import get_rng_states, set_rng_states
+    from tasks.registry import make_task
+
+    if c["runner"]["keep_best"] is None and c["runner"]["stop_at"] is None:
+        return None
+    task, rng = c["task"], get_rng_states()
+    try:
+        return make_task(task["name"], num_envs=int(c["runner"]["eval_num_envs"]), device=device,
+                         seed=int(c["seed"]) + 10_000, **dict(task.get("env") or {}))
+    finally:
+        set_rng_states(rng)
 
 
 def _finish_distributed() -> None:

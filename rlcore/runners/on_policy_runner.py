@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pathlib
 import time
 from collections.abc import Callable
 
@@ -13,10 +14,13 @@ from tensordict import TensorDict
 from rlcore.algorithms.factory import construct_algorithm
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
+from rlcore.runners.evaluation import Evaluation, check_settings, is_better, metric_direction, parse_stop_at
 from rlcore.utils.checkpoint import get_rng_states, load_checkpoint, save_atomic, seed_everything, set_rng_states
+from rlcore.utils.diagnosis import print_findings
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
 from rlcore.utils.export import export_jit, export_onnx, policy_metadata
 from rlcore.utils.logger import Logger, plain_config
+from rlcore.utils.video import ClipRecorder, check_can_render, render_frame
 
 RUNNER_DEFAULTS = {
     "seed": None,  # None: the runner does not seed (the caller's own seeding stands); an int: seed + rank
@@ -31,6 +35,16 @@ RUNNER_DEFAULTS = {
     "check_for_nan": True,
     "normalizer_warmup_steps": None,  # None: one rollout length (num_steps_per_env)
     "log_interval": 1,
+    "video_interval": 0,  # every this many iterations, a clip of env 0 into <log_dir>/videos/iter_<it>.mp4 (0: off)
+    "video_length": 150,  # frames (control steps) per clip
+    "video_width": 640,
+    "video_height": 480,
+    "keep_best": None,  # metric of the periodic evaluation by which <log_dir>/model_best.pt is kept (None: off)
+    "stop_at": None,  # "<metric> <op> <value>": training ends at the first evaluation that meets it (None: off)
+    "eval_interval": 25,  # iterations between evaluations (only with keep_best or stop_at)
+    "eval_num_envs": 64,  # envs of the evaluation env that rlcore.train builds
+    "eval_steps": None,  # measured steps per evaluation (None: the eval env's max_episode_length)
+    "eval_warmup_steps": 0,  # steps before the task metrics are measured
 }
 """Runner-level keys of the train config and their defaults (model and algorithm keys live in sub-dicts)."""
 
@@ -44,12 +58,16 @@ class OnPolicyRunner:
             ``actor``/``critic`` or ``student``/``teacher``).
         log_dir: where checkpoints and logs go (None: nothing is written).
         device: device of the learner (the env may live elsewhere; tensors are moved).
+        eval_env: a separate env of the same task for the periodic deterministic evaluation that ``keep_best``
+            and ``stop_at`` need (rank 0 only; ``rlcore.train`` builds one with ``eval_num_envs`` envs).
     """
 
     default_algorithm = "PPO"
 
-    def __init__(self, env: VecEnv, train_cfg: dict, log_dir: str | None = None, device: str = "cpu") -> None:
+    def __init__(self, env: VecEnv, train_cfg: dict, log_dir: str | None = None, device: str = "cpu",
+                 eval_env: VecEnv | None = None) -> None:
         self.cfg = {**RUNNER_DEFAULTS, **copy.deepcopy(dict(train_cfg))}
+        check_settings(self.cfg)
         self.cfg.setdefault("algorithm", {"class_name": self.default_algorithm})
         self.env = env
         self.multi_gpu_cfg = self.cfg.get("multi_gpu") or multi_gpu_cfg_from_env()
@@ -78,6 +96,17 @@ class OnPolicyRunner:
         self.logger = Logger(log_dir=log_dir, cfg=self.cfg, env_cfg=getattr(env, "cfg", None), num_envs=env.num_envs,
                              is_distributed=self.is_distributed, gpu_world_size=self.world_size,
                              gpu_global_rank=self.rank, device=self.device)
+        # Videos: env 0 of the training env rendered as it trains (rendering reads its state only).
+        self.video_interval = int(self.cfg["video_interval"])
+        if self.video_interval > 0 and self.is_main:
+            check_can_render(env, "runner.video_interval")
+        self._clip: ClipRecorder | None = None
+        # Evaluation (rank 0), best checkpoint and stopping rule.
+        self.stop_rule = parse_stop_at(self.cfg["stop_at"]) if self.cfg["stop_at"] is not None else None
+        self.best: dict | None = None  # {"metric", "value", "iter"} of model_best.pt
+        self.last_evaluation: dict | None = None  # {"iter", <metric>: value, ...} of the last evaluation
+        self.eval_env = eval_env if self.is_main else None
+        self.evaluation = self._make_evaluation()
 
     # ------------------------------------------------------------------ set-up
     def _setup_distributed(self, device: str) -> str:
@@ -157,13 +186,16 @@ class OnPolicyRunner:
             obs = self._warm_up_normalizers(obs)
         self.logger.init_logging_writer()
         start = self.current_learning_iteration + (0 if self.fresh_start else 1)
+        self._check_video_and_evaluation(start)
         saved = None  # the iteration whose checkpoint was written last in this call
         try:
             for it in range(start, start + num_it):
                 t0 = time.perf_counter()
+                self._start_clip(it)
                 self._last_obs = None  # an interrupted rollout leaves the env mid-way: no observation to resume from
                 obs = self._collect(obs)
                 self._last_obs = obs
+                self._finish_clip(it)
                 t1 = time.perf_counter()
                 losses = self.alg.update()
                 t2 = time.perf_counter()
@@ -172,20 +204,27 @@ class OnPolicyRunner:
                     it=it, start_it=start, total_it=start + num_it, collect_time=t1 - t0, learn_time=t2 - t1,
                     loss_dict=losses, learning_rate=losses.get("learning_rate", getattr(self.alg, "learning_rate", 0.0)),
                     action_std=self._action_std(), rnd_weight=self._rnd_weight())
+                stats = {**ep, "collect_s": t1 - t0, "learn_s": t2 - t1}
+                stop = self._evaluate(it, stats)  # before the save: the checkpoint holds the best value so far
                 if self.log_dir is not None and it % self.save_interval == 0:
                     self.save(os.path.join(self.log_dir, f"model_{it}.pt"))
                     saved = it
-                if self.is_main and callback is not None and callback(it, {**ep, "collect_s": t1 - t0,
-                                                                          "learn_s": t2 - t1}):
+                if self.is_main and callback is not None and callback(it, stats):
+                    break
+                if stop:
                     break
         except KeyboardInterrupt:
             if self.log_dir is not None and start <= self.current_learning_iteration != saved:
                 path = self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
                 print(f"\n[rlcore] interrupted: saved {path}")
             raise
+        finally:
+            self._finish_clip(self.current_learning_iteration, force=True)  # a clip cut short is kept as it is
         if self.log_dir is not None and start <= self.current_learning_iteration != saved:  # the last one
             self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
         self.logger.stop_logging_writer()
+        if self.log_dir is not None:  # what the curves say (rlcore.report's diagnosis); nothing without event files
+            print_findings(self.log_dir, self.cfg)
 
     def _collect(self, obs: TensorDict) -> TensorDict:
         """One rollout of ``num_steps_per_env`` steps, then the return computation."""
@@ -200,6 +239,8 @@ class OnPolicyRunner:
                     bad = step_bad if bad is None else bad | step_bad
                 self.alg.process_env_step(obs, rewards, dones, extras)
                 self.logger.process_env_step(rewards, dones, extras)
+                if self._clip is not None:
+                    self._clip.capture()
             _raise_if_non_finite(bad, obs)  # one host sync per rollout, not per step
             self.alg.compute_returns(obs)
         return obs
@@ -262,6 +303,120 @@ class OnPolicyRunner:
         rnd = getattr(self.alg, "rnd", None)
         return None if rnd is None else float(rnd.weight)
 
+    # ------------------------------------------------------------------ videos
+    def _start_clip(self, it: int) -> None:
+        """Start recording env 0 at every ``video_interval``-th iteration (unless a clip is still running)."""
+        if self._clip is None and self.video_interval > 0 and self.log_dir is not None and it % self.video_interval == 0:
+            path = os.path.join(self.log_dir, "videos", f"iter_{it}.mp4")
+            self._clip = ClipRecorder(self.env, path, int(self.cfg["video_length"]), int(self.cfg["video_width"]),
+                                      int(self.cfg["video_height"]), setting="runner.video_interval")
+
+    def _finish_clip(self, it: int, force: bool = False) -> None:
+        """Close a complete clip (any clip with ``force``) and hand it to the logger at iteration ``it``.
+
+        wandb (any LogWriter) gets the file (``save_video``: ``wandb.Video``); TensorBoard's ``add_video``
+        needs moviepy, so TensorBoard gets the file's path as text (tag ``Videos``).
+        """
+        if self._clip is None or not (force or self._clip.done):
+            return
+        clip, self._clip = self._clip, None
+        path = clip.close()
+        writer = self.logger.writer
+        if path is None or writer is None or writer is self.logger._stopped:
+            return
+        from rlcore.utils.log_writer import LogWriter
+
+        if isinstance(writer, LogWriter):
+            writer.save_video(pathlib.Path(path), it)
+        elif hasattr(writer, "add_text"):
+            writer.add_text("Videos", f"{os.path.relpath(path, self.log_dir)} ({clip.frames_written} frames)", it)
+
+    # ------------------------------------------------------------------ evaluation, best checkpoint, stopping
+    def _make_evaluation(self) -> Evaluation | None:
+        """The evaluation ``keep_best`` / ``stop_at`` need (rank 0), or None when both are off."""
+        best, rule = self.cfg["keep_best"], self.stop_rule
+        self.best_direction = None
+        if best is None and rule is None:
+            return None
+        if not self.is_main:
+            return None
+        setting = " / ".join(n for n, v in (("runner.keep_best", best), ("runner.stop_at", rule)) if v is not None)
+        if self.eval_env is None:
+            raise ConfigError(f"{setting} needs an evaluation env: OnPolicyRunner(env, cfg, log_dir, device, "
+                              "eval_env=<a separate env of the same task>) (python -m rlcore.train builds one).")
+        metrics = [m for m in (best, rule.metric if rule else None) if m is not None]
+        steps = self.cfg["eval_steps"]
+        if best is not None:
+            self.best_direction = metric_direction(self.eval_env, best)
+        return Evaluation(self.eval_env, metrics, None if steps is None else int(steps),
+                          int(self.cfg["eval_warmup_steps"]), setting=setting)
+
+    def _eval_act(self, policy: torch.nn.Module, obs: TensorDict) -> torch.Tensor:
+        """The evaluation's actions: the policy's mean action, clipped as in training."""
+        return self._clip_actions(policy(obs, stochastic_output=False))
+
+    def _check_video_and_evaluation(self, start: int) -> None:
+        """Fail at the start of ``learn``, not iterations later: one frame rendered, one evaluation step taken.
+
+        A resumed run also adopts the value of a better ``model_best.pt`` already in ``log_dir``, so that it never
+        overwrites it with a worse one.
+        """
+        if not self.is_main:
+            return
+        if self.video_interval > 0 and self.log_dir is not None:
+            render_frame(self.env, self.cfg["video_width"], self.cfg["video_height"], "runner.video_interval")
+        if self.evaluation is not None:
+            self.evaluation.check(self.alg.get_policy(), self._eval_act)
+        metric = self.cfg["keep_best"]
+        path = os.path.join(self.log_dir, "model_best.pt") if self.log_dir is not None else None
+        if metric is None or path is None or start == 0 or not os.path.isfile(path):
+            return
+        try:
+            saved = load_checkpoint(path, map_location="cpu").get("best")
+        except Exception:  # an unreadable file: the next best replaces it
+            return
+        if isinstance(saved, dict) and saved.get("metric") == metric and \
+                is_better(float(saved["value"]), None if self.best is None else self.best["value"], self.best_direction):
+            self.best = dict(saved)
+
+    def _evaluate(self, it: int, stats: dict) -> bool:
+        """Every ``eval_interval`` iterations: evaluate (rank 0), keep ``model_best.pt``, and say whether training
+        stops (``stop_at`` met; the same answer on every rank). Adds ``Eval/<metric>`` and ``eval_s`` to ``stats``."""
+        if (self.cfg["keep_best"] is None and self.stop_rule is None) or (it + 1) % int(self.cfg["eval_interval"]):
+            return False
+        stop = False
+        if self.is_main:
+            t0 = time.perf_counter()
+            results = self.evaluation(self.alg.get_policy(), self._eval_act)
+            stats["eval_s"] = time.perf_counter() - t0
+            stats.update({f"Eval/{k}": v for k, v in results.items()})
+            self.last_evaluation = {"iter": it, **results}
+            writer = self.logger.writer
+            if writer is not None and writer is not self.logger._stopped:
+                for key, value in results.items():
+                    if value == value:  # not NaN
+                        writer.add_scalar(f"Eval/{key}", value, it)
+            line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
+            metric = self.cfg["keep_best"]
+            if metric is not None:
+                if is_better(results[metric], None if self.best is None else self.best["value"], self.best_direction):
+                    self.best = {"metric": metric, "value": float(results[metric]), "iter": it}
+                    if self.log_dir is not None:
+                        self.save(os.path.join(self.log_dir, "model_best.pt"))
+                        line += " -> model_best.pt"
+                elif self.best is not None:
+                    line += f" (best {self.best['value']:.4g} at iteration {self.best['iter']})"
+            stop = self.stop_rule is not None and self.stop_rule.met(results[self.stop_rule.metric])
+            print(f"[rlcore] evaluation at iteration {it}: {line}" +
+                  (f"; stop_at '{self.stop_rule}' met: training stops" if stop else ""), flush=True)
+        if self.is_distributed and self.stop_rule is not None:
+            import torch.distributed as dist
+
+            flag = torch.tensor([float(stop)], device=self.device)
+            dist.broadcast(flag, src=0)
+            stop = bool(flag.item())
+        return stop
+
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str, infos: dict | None = None) -> str:
         """Atomically write a checkpoint (model weights, optimiser, RNG and env state for an exact resume)."""
@@ -273,6 +428,8 @@ class OnPolicyRunner:
         state["rng_states"] = get_rng_states()
         state["hidden_states"] = {n: m.get_hidden_state() for n, m in self.models.items()
                                   if getattr(m, "is_recurrent", False)}
+        if self.best is not None:  # keep_best: the best evaluation so far (model_best.pt: its own)
+            state["best"] = dict(self.best)
         if hasattr(self.env, "state_dict"):
             state["env_state"] = self.env.state_dict()
             if self._last_obs is not None:  # with the env state it belongs to
@@ -291,6 +448,9 @@ class OnPolicyRunner:
         resumed = self.alg.load(ckpt, load_cfg, strict)
         if resumed:
             self.current_learning_iteration = int(ckpt.get("iter", 0))  # the setter also ends fresh_start
+            best = ckpt.get("best")
+            if isinstance(best, dict) and best.get("metric") == self.cfg["keep_best"]:
+                self.best = dict(best)
             # The checkpoint holds rank 0's RNG, env and recurrent state (only rank 0 writes). Other ranks keep
             # their own freshly seeded (seed + rank) env and RNG, so their rollouts stay distinct after a
             # distributed resume; rank 0 continues exactly.

@@ -73,6 +73,16 @@ class RunnerCfg:
     normalizer_warmup_steps: Optional[int] = None
     log_interval: int = 1
     init_at_random_ep_len: bool = True
+    video_interval: int = 0  # a clip of env 0 every this many iterations (0: off)
+    video_length: int = 150  # frames (control steps) per clip
+    video_width: int = 640
+    video_height: int = 480
+    keep_best: Optional[str] = None  # metric by which model_best.pt is kept: return, or a task metric
+    stop_at: Optional[str] = None  # "<metric> <op> <value>", op one of < <= > >=
+    eval_interval: int = 25  # iterations between evaluations (with keep_best or stop_at)
+    eval_num_envs: int = 64  # envs of the separate evaluation env
+    eval_steps: Optional[int] = None  # measured steps per evaluation (null: one episode)
+    eval_warmup_steps: int = 0  # steps before the task metrics are measured
 
 
 @dataclass

@@ -31,6 +31,7 @@ class WandbLogWriter(LogWriter):
                               name=run_name or os.path.basename(os.path.normpath(log_dir)), dir=log_dir,
                               config=config or {}, mode=os.environ.get("WANDB_MODE", "online"), reinit=True)
         self._videos: set[str] = set()
+        self._own_dir = pathlib.Path(log_dir, "wandb").resolve()  # wandb's copies of uploaded media live here
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None, walltime: float | None = None,
                    new_style: bool = False) -> None:
@@ -55,6 +56,8 @@ class WandbLogWriter(LogWriter):
         self._wandb.save(path, base_path=os.path.dirname(path), policy="now")
 
     def save_video(self, video: pathlib.Path, it: int) -> None:
+        if self._own_dir in video.resolve().parents:  # wandb's own copy of a video uploaded before
+            return
         if video.name not in self._videos:  # each file once
             self.run.log({"video": self._wandb.Video(str(video), format="mp4")}, step=it)
             self._videos.add(video.name)

@@ -232,7 +232,7 @@ def test_console_scripts_point_at_the_entry_points():
 
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert set(scripts) == {"rlcore-train", "rlcore-play", "rlcore-export", "rlcore-robustness"}
+    assert set(scripts) == {"rlcore-train", "rlcore-play", "rlcore-export", "rlcore-robustness", "rlcore-report"}
     for target in scripts.values():
         module, func = target.split(":")
         assert callable(getattr(importlib.import_module(module), func))
