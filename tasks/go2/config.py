@@ -118,6 +118,11 @@ class ObsCfg:
     noise_dof_pos: float = 0.01
     noise_dof_vel: float = 1.5
     noise_height: float = 0.1
+    # Frames of the ``policy`` group kept in the ``policy_history`` group ([N, history_length * 45], newest first:
+    # the frames the policy saw at the previous history_length steps; a new episode starts with its first frame
+    # repeated). 0: no such group. A blind actor that reads it can tell from its recent motion how this robot
+    # responds (damping, latency, gains) and how fast it is going, which one frame does not show.
+    history_length: int = 0
     # height_scan grid around the base (x forward, y left, in the yaw frame)
     scan_x: list[float] = field(default_factory=lambda: [-0.8, 0.8])
     scan_y: list[float] = field(default_factory=lambda: [-0.5, 0.5])

@@ -7,7 +7,8 @@ control step); everything else, the MDP, is vectorised torch over state tensors 
   sampled heading into a yaw-rate command; small planar commands are zeroed;
 - rewards: named terms of :mod:`tasks.go2.rewards` with config weights;
 - terminations: base contact or tilt (terminal), the episode time limit (time-out);
-- observation groups ``policy [N, 45]``, ``privileged [N, 47]``, ``height_scan [N, 1, H, W]``;
+- observation groups ``policy [N, 45]``, ``privileged [N, 47]``, ``height_scan [N, 1, H, W]`` and, with
+  ``obs.history_length = L > 0``, ``policy_history [N, L * 45]`` (the policy frames of the last L steps);
 - resets of finished envs only, terrain curriculum, domain randomisation (:mod:`tasks.go2.randomization`:
   a physical variant per episode, per-episode sensor biases) and pushes;
 - physics failures (:attr:`Go2Sim.unstable`): the env's episode ends (terminated, reward 0), it is reset, and
@@ -65,6 +66,8 @@ class Go2Env(VecEnv):
 
     #: The simulator class.
     sim_class: type[Go2Sim] = Go2Sim
+    #: Width of the ``policy`` group (one frame).
+    POLICY_SIZE = 45
     #: Per-episode sensor biases in the privileged group: (name, size, scale, what); value = bias * scale.
     BIAS_TERMS = (("ang_vel_bias", 3, 20.0, "gyro bias added to base_ang_vel [rad/s]"),
                   ("gravity_bias", 3, 50.0, "bias added to projected_gravity"),
@@ -115,6 +118,13 @@ class Go2Env(VecEnv):
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
         self.imu_bias, self.joint_pos_bias = z(6), z(12)  # per episode: gyro (3), gravity (3); encoders (12)
         self.physics_failures = 0  # unstable env steps since construction
+        if c.obs.history_length < 0:
+            raise ConfigError(f"go2.obs.history_length: {c.obs.history_length} frames; use 0 (no history) or more")
+        # Observation history: the policy frames of the last history_length steps, newest first; the frame last
+        # returned (pushed at the next step); envs whose history restarts from their next frame (new episodes).
+        self.policy_history = z(c.obs.history_length, self.POLICY_SIZE)
+        self.last_policy_obs = z(self.POLICY_SIZE)
+        self.history_fresh = torch.ones(n, dtype=torch.bool, device=dev)
         self.spawn_xy = z(2)
         self.episode_sums = {name: z() for name, _, _ in self.reward_terms}
         self.episode_sums["lin_vel_error"], self.episode_sums["ang_vel_error"] = z(), z()
@@ -209,6 +219,7 @@ class Go2Env(VecEnv):
         rewards = self._compute_rewards().masked_fill(failed, 0.0)
         self.feet_air_time *= ~contact_filt
         self._track_metrics()
+        self._push_history()
         final_obs = self._observe()
 
         env_ids = dones.nonzero(as_tuple=False).squeeze(-1)
@@ -323,6 +334,7 @@ class Go2Env(VecEnv):
             buf[env_ids] = 0.0
         self.last_contacts[env_ids] = False
         self.first_contact[env_ids] = False
+        self.history_fresh[env_ids] = True
         self.episode_length_buf[env_ids] = 0
         self.episode_steps[env_ids] = 0
 
@@ -412,8 +424,22 @@ class Go2Env(VecEnv):
         terrain = self.terrain.height_at(self.height_scan_points())  # [N, H, W]
         rel = (self.base_pos[:, 2, None, None] - terrain - self.cfg_task.rewards.base_height_target).clamp(-1.0, 1.0)
         scan = self._noise(rel * o.height_scale, o.noise_height * o.height_scale).unsqueeze(1)
-        return TensorDict({"policy": policy, "privileged": privileged, "height_scan": scan},
-                          batch_size=[self.num_envs], device=self.device)
+        groups = {"policy": policy, "privileged": privileged, "height_scan": scan}
+        self.last_policy_obs.copy_(policy)
+        if o.history_length > 0:
+            if self.history_fresh.any():  # a new episode's history is its first frame, repeated
+                fresh = self.history_fresh
+                self.policy_history[fresh] = policy[fresh].unsqueeze(1).expand(-1, o.history_length, -1)
+                self.history_fresh.zero_()
+            groups["policy_history"] = self.policy_history.flatten(1).clone()
+        else:
+            self.history_fresh.zero_()
+        return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
+
+    def _push_history(self) -> None:
+        """Shift the observation history by one step: the frame returned last becomes the newest entry."""
+        if self.cfg_task.obs.history_length > 0:
+            self.policy_history.copy_(torch.cat([self.last_policy_obs.unsqueeze(1), self.policy_history[:, :-1]], dim=1))
 
     # ------------------------------------------------------------------ deployment
     def deployment_interface(self) -> dict:
@@ -473,6 +499,9 @@ class Go2Env(VecEnv):
             offset = next((o for name, _, _, o, _ in PHYSICAL_TERMS if name == term["name"]), 0.0)
             if offset:
                 term["offset"] = offset
+        groups = {"policy": policy, "privileged": privileged}
+        if o.history_length > 0:
+            groups["policy_history"] = self._history_interface(policy, o.history_length)
         rows, cols = self._scan_local.shape[:2]
         height_scan = {"shape": [1, int(rows), int(cols)], "scale": o.height_scale, "clip": None,
                        "noise": o.noise_height * o.height_scale * noise,
@@ -500,8 +529,19 @@ class Go2Env(VecEnv):
                                "ang_vel_yaw": list(c.commands.ang_vel_yaw), "heading": list(c.commands.heading),
                                "heading_command": bool(c.commands.heading_command),
                                "zero_below": float(c.commands.zero_below)},
-            "observation_groups": {"policy": policy, "privileged": privileged, "height_scan": height_scan},
+            "observation_groups": {**groups, "height_scan": height_scan},
         }
+
+    @staticmethod
+    def _history_interface(policy: dict, frames: int) -> dict:
+        """The ``policy_history`` group's description: ``frames`` copies of the policy group's terms, newest first
+        (term ``joint_vel@t-2`` is the joint_vel term of the frame the policy saw two steps ago)."""
+        width = policy["size"]
+        terms = [{**term, "name": f"{term['name']}@t-{k}", "start": (k - 1) * width + term["start"],
+                  "stop": (k - 1) * width + term["stop"]} for k in range(1, frames + 1) for term in policy["terms"]]
+        return {"size": frames * width, "clip": policy["clip"], "history_of": "policy", "frames": frames,
+                "order": "newest first: frame k (1..frames) is the policy group the policy was given k steps ago",
+                "reset": "at an episode's first step every frame is that step's policy group", "terms": terms}
 
     # ------------------------------------------------------------------ rendering, checkpointing
     def render(self, width: int = 640, height: int = 480, env_id: int = 0) -> np.ndarray:
@@ -525,7 +565,8 @@ class Go2Env(VecEnv):
 
     STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
                      "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy",
-                     "imu_bias", "joint_pos_bias")
+                     "imu_bias", "joint_pos_bias", "policy_history", "last_policy_obs", "history_fresh")
+    HISTORY_TENSORS = ("policy_history", "last_policy_obs", "history_fresh")
 
     def state_dict(self) -> dict:
         """Everything that decides the task's future given the actions, for an exact resume (tensors only)."""
@@ -553,7 +594,14 @@ class Go2Env(VecEnv):
             raise ConfigError(f"env state is for task {state.get('task')} with num_envs={state.get('num_envs')}; "
                              f"this is {type(self).__name__} with num_envs={self.num_envs}")
         for name in self.STATE_TENSORS:
-            setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())
+            if name not in state and name in self.HISTORY_TENSORS:  # a state saved before the history existed
+                self.history_fresh.fill_(True)
+                continue
+            value = torch.as_tensor(state[name]).to(self.device).clone()
+            if name == "policy_history" and value.shape != self.policy_history.shape:
+                raise ConfigError(f"env state holds {value.shape[1]} history frames; this env keeps "
+                                  f"go2.obs.history_length={self.policy_history.shape[1]}")
+            setattr(self, name, value)
         self.sim.state[:] = state["sim_state"].numpy()
         self.sim.sensordata[:] = state["sim_sensordata"].numpy()
         if "physical_variants" in state:

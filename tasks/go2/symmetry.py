@@ -43,19 +43,22 @@ def mirror_actions(actions: torch.Tensor) -> torch.Tensor:
 
 
 def mirror_observations(obs: TensorDictBase) -> TensorDictBase:
-    """Mirror every Go2 observation group of ``obs`` (``policy``, ``privileged``, ``height_scan``)."""
+    """Mirror every Go2 observation group of ``obs`` (``policy``, ``policy_history``, ``privileged``, ``height_scan``)."""
     out = {}
     for key in obs.keys():
         value = obs[key]
         if key == "policy":
             out[key] = _permute(value, _POLICY_PERM, _POLICY_SIGN)
+        elif key == "policy_history":  # frames of the policy group, each mirrored as one
+            frames = value.unflatten(-1, (-1, len(_POLICY_PERM)))
+            out[key] = _permute(frames, _POLICY_PERM, _POLICY_SIGN).flatten(-2)
         elif key == "privileged":
             out[key] = _permute(value, _PRIV_PERM, _PRIV_SIGN)
         elif key == "height_scan":
             out[key] = torch.flip(value, dims=[-2])  # rows run along y, symmetric about the base
         else:
             raise ConfigError(f"go2_mirror: no mirror for observation group '{key}'; "
-                             "known groups: policy, privileged, height_scan")
+                             "known groups: policy, policy_history, privileged, height_scan")
     return TensorDict(out, batch_size=obs.batch_size, device=obs.device)
 
 

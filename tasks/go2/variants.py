@@ -149,6 +149,8 @@ def overrides_from_interface(meta: dict, episode_s: float, threads: int | None =
         obs["lin_vel_scale"] = terms["base_lin_vel"]["scale"]
     if "height_scan" in groups:
         obs["height_scale"] = groups["height_scan"]["scale"]
+    if "policy_history" in groups:
+        obs["history_length"] = int(groups["policy_history"]["frames"])
     solver = meta["solver"]
     return {
         "episode_length_s": float(episode_s),
