@@ -444,17 +444,24 @@ def _peak(values: list[float]) -> tuple[int, list[float], float] | None:
     return max(range(len(s)), key=lambda i: s[i]), s, _noise(values, s)
 
 
-def rule_return_collapse(scalars: Scalars, config: Mapping | None) -> list[Finding]:
-    """The smoothed return lost more than half of what it had gained up to its peak, and stays there."""
-    found = _series(scalars, RETURN_TAGS)
+def _peaked_series(scalars: Scalars, tags) -> tuple | None:
+    """(tag, steps, peak index, smoothed curve, noise level) of the first of ``tags`` logged, finite points only;
+    None when none is logged or the curve is too short."""
+    found = _series(scalars, tags)
     if found is None:
-        return []
+        return None
     tag, steps, values = found
     steps, values = _finite(steps, values)
     shape = _peak(values)
-    if shape is None:
+    return None if shape is None else (tag, steps, *shape)
+
+
+def rule_return_collapse(scalars: Scalars, config: Mapping | None) -> list[Finding]:
+    """The smoothed return lost more than half of what it had gained up to its peak, and stays there."""
+    found = _peaked_series(scalars, RETURN_TAGS)
+    if found is None:
         return []
-    peak, s, noise = shape
+    tag, steps, peak, s, noise = found
     base = min(s[: peak + 1])
     gain = s[peak] - base
     line = s[peak] - (1.0 - COLLAPSE_KEEP) * gain
@@ -482,15 +489,10 @@ def rule_return_collapse(scalars: Scalars, config: Mapping | None) -> list[Findi
 
 def rule_episode_length_collapse(scalars: Scalars, config: Mapping | None) -> list[Finding]:
     """The smoothed episode length ends below half of its peak: episodes terminate much earlier than before."""
-    found = _series(scalars, LENGTH_TAGS)
+    found = _peaked_series(scalars, LENGTH_TAGS)
     if found is None:
         return []
-    tag, steps, values = found
-    steps, values = _finite(steps, values)
-    shape = _peak(values)
-    if shape is None:
-        return []
-    peak, s, noise = shape
+    tag, steps, peak, s, noise = found
     line = LENGTH_KEEP * s[peak]
     if s[-1] >= line or s[peak] - s[-1] <= NOISE_SIGMAS * noise:
         return []
