@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     s, t = mean_of(base, "env_steps"), mean_of(runs.get(("rsl_rl", "default"), []), "env_steps")
     out = {"rlcore_minutes": a, "rsl_rl_minutes": b, "ratio": a / b if b == b and b > 0 else math.nan,
            "rlcore_steps": s, "rsl_rl_steps": t}
-    print(f"time_to_walk_vs_rsl_rl: rlcore_minutes={a:.3f} rsl_rl_minutes={b:.3f} ratio={out['ratio']:.3f} "
+    print(f"time_to_walk_vs_rsl_rl: rlcore_minutes={a:.4g} rsl_rl_minutes={b:.4g} ratio={out['ratio']:.4g} "
           f"rlcore_steps={s:.0f} rsl_rl_steps={t:.0f}")
     return out
 
