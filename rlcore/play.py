@@ -8,6 +8,8 @@ episode), and prints each episode's return and length and the mean of the task's
 - ``video=true`` writes an MP4 of env 0 (``env.render()``; MuJoCo tasks render offscreen: on a machine
   without a display set ``MUJOCO_GL=egl`` (GPU) or ``MUJOCO_GL=osmesa`` (CPU, ``apt-get install libosmesa6``)).
 - ``onnx=<file>`` runs an exported ONNX policy through onnxruntime instead of the torch model.
+- ``viewer=true`` opens MuJoCo's interactive viewer instead (go2 tasks): one robot in real time, velocity
+  commands from the keyboard (:mod:`rlcore.viewer`).
 
 Run ``python -m rlcore.play --help`` for every key.
 """
@@ -25,7 +27,8 @@ from rlcore.utils.config_schema import PlayCfg
 from rlcore.utils.video import control_period  # rlcore.export imports it from here too
 
 SUMMARY = ("Run a trained policy in its task deterministically; print episode returns and the task's metrics. "
-           "video=true writes an MP4, onnx=<file> plays an exported ONNX policy.")
+           "video=true writes an MP4, onnx=<file> plays an exported ONNX policy, viewer=true opens MuJoCo's "
+           "viewer with keyboard velocity commands (go2 tasks).")
 
 
 class OnnxActor:
@@ -144,6 +147,8 @@ def play(args: dict) -> dict:
 
     seed_everything(int(args["seed"]))  # tasks that draw from the global generators replay the same way
     info = load_run(str(args["checkpoint"]))
+    if args.get("viewer"):
+        return view(info, args, device)
     num_envs = int(args["num_envs"] or max(1, min(episodes, int(info.task.get("num_envs") or episodes))))
     env = make_run_env(info, num_envs, device, int(args["seed"]))
     if args["video"] and not callable(getattr(env, "render", None)):
@@ -236,6 +241,30 @@ def play(args: dict) -> dict:
     if video_path is not None:
         print(f"[rlcore] video: {video_path} ({writer.frames_written} frames, {writer.fps:g} fps)")
     return result
+
+
+def view(info, args: dict, device: str) -> dict:
+    """``viewer=true``: the checkpoint's policy (or ``onnx=``) driving one robot in MuJoCo's viewer, commands from
+    the keyboard; returns :func:`rlcore.viewer.run_viewer`'s summary."""
+    from rlcore.utils.run_files import make_run_policy
+    from rlcore.viewer import make_viewer_env, run_viewer
+
+    if args["video"]:
+        raise UserError("viewer=true and video=true: choose one (the viewer shows the robot live; video=true records "
+                        "an MP4 without a window).")
+    if args.get("num_envs") not in (None, 1):
+        raise UserError(f"num_envs={args['num_envs']}: the viewer runs one env; leave num_envs out.")
+    env = make_viewer_env(info, device, int(args["seed"]))
+    try:
+        policy = make_run_policy(info, env, device)
+        actor = OnnxActor(str(args["onnx"]), policy, 1) if args.get("onnx") else TorchActor(policy)
+        source = f"onnx {args['onnx']}" if args.get("onnx") else f"torch {type(policy).__name__}"
+        print(f"[rlcore] play: task={info.task['name']}, checkpoint={info.checkpoint} (iteration "
+              f"{info.ckpt.get('iter', '?')}), policy={source}, viewer, device={device}")
+        return run_viewer(env, actor, device, max_steps=args.get("max_steps"))
+    finally:
+        if callable(getattr(env, "close", None)):
+            env.close()
 
 
 def main(argv: list[str] | None = None) -> None:

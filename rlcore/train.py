@@ -1,7 +1,7 @@
 """``python -m rlcore.train task=<task> model=<mlp|cnn|rnn> algorithm=<ppo|distillation> extension=[rnd,symmetry]``.
 
-Composes the Hydra config in ``conf/``, checks it against the structured configs
-(``rlcore.utils.config_schema``), turns it into the rsl_rl 5.x-style nested train config, builds the task
+Composes the Hydra config in ``conf/``, checks it against the typed configs
+(``rlcore.utils.config_check``), turns it into the rsl_rl 5.x-style nested train config, builds the task
 and the runner, trains, and leaves a run directory with the composed config (``.hydra/config.yaml``, as
 Hydra writes it) and its resolved, checked form (``config.yaml``), TensorBoard/wandb logs,
 ``model_<it>.pt`` checkpoints and the exported ``policy.onnx``.
@@ -26,9 +26,12 @@ from dataclasses import dataclass, field
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from rlcore.utils import registry
 from rlcore.utils.cli import UserError, check_device, config_dir, is_main_process, user_errors
-from rlcore.utils.config_schema import validate_config
+from rlcore.utils.config_check import validate_config
+from rlcore.utils.config_schema import LEARN_ARGUMENTS, RUNNER_LOGGER_KEYS
 
 CONF_DIR = config_dir()
 
@@ -37,7 +40,10 @@ __all__ = ["CONF_DIR", "TrainPlan", "UserError", "build_train_cfg", "main", "pre
 
 @dataclass
 class TrainPlan:
-    """A checked command: the typed config, the train config, and the checkpoints it names."""
+    """A checked command: the typed config, the train config, and the checkpoints it names.
+
+    Made once per command by :func:`prepare`; :func:`run` trains from it without checking anything again.
+    """
 
     cfg: dict  # validated, resolved config (plain dict)
     train_cfg: dict  # the runner's nested train config
@@ -45,6 +51,7 @@ class TrainPlan:
     resume_path: str | None = None
     teacher_path: str | None = None
     notices: list[str] = field(default_factory=list)
+    source: dict | None = None  # the composed config it was made from (plain; run() checks it is the same)
 
 
 # ============================================================================ config -> train config
@@ -52,8 +59,6 @@ def _plain_config(cfg) -> dict:
     """A composed config as a resolved plain dict (the ``hydra`` node dropped); interpolation errors name the key."""
     if isinstance(cfg, dict):
         return {k: v for k, v in cfg.items() if k != "hydra"}
-    from omegaconf.errors import OmegaConfBaseException
-
     if "hydra" in cfg:  # compose(return_hydra_config=True): Hydra's own node is not ours to resolve
         cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     try:
@@ -67,7 +72,7 @@ def _plain_config(cfg) -> dict:
 
 
 def build_train_cfg(cfg, teacher_ckpt: dict | None = None, resume_ckpt: dict | None = None) -> dict:
-    """The nested train-config dict the runners take, from the composed Hydra config.
+    """The nested train-config dict the runners take (rsl_rl's layout), from the composed Hydra config.
 
     Args:
         cfg: the composed config (``DictConfig`` or plain dict); it is validated here.
@@ -75,68 +80,63 @@ def build_train_cfg(cfg, teacher_ckpt: dict | None = None, resume_ckpt: dict | N
         resume_ckpt: a checkpoint being resumed; a distillation checkpoint supplies the teacher config when
             no teacher is given.
     """
-    c, _ = validate_config(_plain_config(cfg))
-    runner = dict(c["runner"])
-    runner.pop("init_at_random_ep_len", None)
+    checked, _ = validate_config(_plain_config(cfg))
+    return _translate(checked, teacher_ckpt, resume_ckpt)
+
+
+def _translate(c: dict, teacher_ckpt: dict | None, resume_ckpt: dict | None) -> dict:
+    """A validated config in rsl_rl's layout. The Hydra tree's sections go where the tables say: the runner's keys
+    (less ``learn()``'s arguments), ``seed`` and the logger keys (``RUNNER_LOGGER_KEYS``) at the top; ``model.actor``,
+    ``model.critic`` to the algorithm's model keys (the registry's ``models``: actor, critic / student); each
+    ``extension.<name>`` to ``algorithm.<cfg_key>`` (``rnd_cfg``, ``symmetry_cfg``), with its task setting."""
+    alg = registry.algorithm_traits(c["algorithm"]["class_name"])
     task = c["task"]
-    train = {**runner, "seed": c["seed"], "logger": c["logger"]["type"],
-             "wandb_project": c["logger"]["wandb_project"],
-             "task": {"name": task["name"], "num_envs": task["num_envs"], "env": dict(task.get("env") or {})}}
-    alg = dict(c["algorithm"])
-    task_groups = dict(task.get("obs_groups") or {})
-    extensions = c.get("extension") or {}
-    if alg["class_name"] == "Distillation":
-        if extensions:
-            raise UserError(f"algorithm=distillation does not support extensions ({', '.join(sorted(extensions))}); "
-                            "drop extension=... or use algorithm=ppo.")
-        resumed = (resume_ckpt or {}).get("train_cfg") or {}
-        if teacher_ckpt is not None:
-            saved = teacher_ckpt.get("train_cfg") or {}
-            if "actor" not in saved:
-                raise UserError("the teacher checkpoint has no actor config (it must be written by a PPO run of "
-                                "rlcore: teacher=<PPO model_<it>.pt or its run directory>).")
-            teacher = {k: v for k, v in saved["actor"].items() if k != "distribution_cfg"}
-            teacher_groups = (saved.get("obs_groups") or {}).get("actor", ["policy"])
-        elif "teacher" in resumed:
-            teacher = dict(resumed["teacher"])
-            teacher_groups = (resumed.get("obs_groups") or {}).get("teacher", ["policy"])
-        else:
-            raise UserError("algorithm=distillation needs a trained teacher: add teacher=<path to a PPO "
-                            "model_<it>.pt or its run directory> (train one first with algorithm=ppo).")
-        train["student"] = c["model"]["actor"]
-        train["teacher"] = teacher
-        train["obs_groups"] = {"student": task_groups.get("student", task_groups.get("actor", ["policy"])),
-                               "teacher": task_groups.get("teacher", teacher_groups)}
-    else:
-        if "critic" not in c["model"]:
-            raise UserError("model.critic: missing; PPO needs a critic model (model=mlp|cnn|rnn define one).")
-        train["actor"] = c["model"]["actor"]
-        train["critic"] = c["model"]["critic"]
-        train["obs_groups"] = task_groups
-        if "rnd" in extensions:
-            alg["rnd_cfg"] = dict(extensions["rnd"])
-        if "symmetry" in extensions:
-            func = task.get("symmetry_function")
-            if not func:
-                raise UserError(f"extension=symmetry needs a mirror function, but task={task['name']} "
-                                "defines no task.symmetry_function.")
-            recurrent = [p for p in ("actor", "critic")
-                         if c["model"][p].get("class_name") in ("RNNModel", "ActorCriticRecurrent")]
-            if recurrent:
-                raise UserError("extension=symmetry does not support recurrent models (model=rnn); use model=mlp or "
-                                "model=cnn with extension=symmetry.")
-            sym = dict(extensions["symmetry"])
-            if not (sym["use_data_augmentation"] or sym["use_mirror_loss"]):
-                raise UserError("extension=symmetry with extension.symmetry.use_data_augmentation=false and "
-                                "use_mirror_loss=false does nothing; enable one or drop the extension.")
-            alg["symmetry_cfg"] = {**sym, "data_augmentation_func": func}
-    train["algorithm"] = alg
+    train = {k: v for k, v in c["runner"].items() if k not in LEARN_ARGUMENTS}
+    train.update({"seed": c["seed"], **{key: c["logger"][name] for key, name in RUNNER_LOGGER_KEYS.items()}})
+    train["task"] = {"name": task["name"], "num_envs": task["num_envs"], "env": dict(task.get("env") or {})}
+    for part, key in zip(("actor", "critic"), alg.models):
+        train[key] = c["model"][part]
+    train["obs_groups"] = dict(task.get("obs_groups") or {})
+    algorithm = dict(c["algorithm"])
+    for name, settings in c["extension"].items():
+        ext = registry.get("extension", name)
+        algorithm[ext.cfg_key] = {**settings, **({ext.task_arg: task[ext.task_key]} if ext.task_arg else {})}
+    train["algorithm"] = algorithm
+    if alg.uses_teacher:
+        _add_teacher(train, teacher_ckpt, resume_ckpt)
     return train
 
 
-# ============================================================================ checking a command
+def _add_teacher(train: dict, teacher_ckpt: dict | None, resume_ckpt: dict | None) -> None:
+    """Distillation: the teacher's model config and observation sets, from the teacher's PPO checkpoint (or the
+    resumed distillation checkpoint); the student reads the task's ``student`` set, else its ``actor`` set."""
+    resumed = (resume_ckpt or {}).get("train_cfg") or {}
+    if teacher_ckpt is not None:
+        saved = teacher_ckpt.get("train_cfg") or {}
+        if "actor" not in saved:
+            raise UserError("the teacher checkpoint has no actor config (it must be written by a PPO run of "
+                            "rlcore: teacher=<PPO model_<it>.pt or its run directory>).")
+        teacher = {k: v for k, v in saved["actor"].items() if k != "distribution_cfg"}
+        teacher_groups = (saved.get("obs_groups") or {}).get("actor", ["policy"])
+    elif "teacher" in resumed:
+        teacher = dict(resumed["teacher"])
+        teacher_groups = (resumed.get("obs_groups") or {}).get("teacher", ["policy"])
+    else:
+        raise UserError("algorithm=distillation needs a trained teacher: add teacher=<path to a PPO "
+                        "model_<it>.pt or its run directory> (train one first with algorithm=ppo).")
+    groups = train["obs_groups"]
+    train["teacher"] = teacher
+    train["obs_groups"] = {"student": groups.get("student", groups.get("actor", ["policy"])),
+                           "teacher": groups.get("teacher", teacher_groups)}
+
+
+# ============================================================================ planning a command
 def prepare(cfg) -> TrainPlan:
-    """Check a composed config and the files it names; nothing is built or written.
+    """Plan a command, once: check the composed config and the files it names; nothing is built or written.
+
+    Each rule is checked once: the config's by ``validate_config`` (types, ranges, combinations), the runner's
+    evaluation settings by the runner's own ``check_settings``, the device and the logger here, and the
+    checkpoints (opened once each) here.
 
     Raises:
         UserError / ConfigError: one line saying what is wrong and how to fix it.
@@ -144,46 +144,53 @@ def prepare(cfg) -> TrainPlan:
     import importlib.util
 
     from rlcore.runners.evaluation import check_settings
-    from rlcore.utils.run_files import checkpoint_task, open_checkpoint, resume_differences
 
-    plain = _plain_config(cfg)
-    c, notices = validate_config(plain)
+    source = _plain_config(cfg)
+    c, notices = validate_config(source)
     check_settings(c["runner"])  # video, keep_best, stop_at
     device = check_device(c["device"])
     if c["logger"]["type"] == "wandb" and importlib.util.find_spec("wandb") is None:
         raise UserError("logger=wandb needs the wandb package: pip install 'rlcore[wandb]' "
                         "(or use logger=tensorboard).")
-    is_distillation = c["algorithm"]["class_name"] == "Distillation"
-    if c["teacher"] and not is_distillation:
-        raise UserError(f"teacher={c['teacher']} is only used by algorithm=distillation; add algorithm=distillation "
-                        "or drop teacher=.")
-    if is_distillation and c.get("extension"):
-        raise UserError(f"algorithm=distillation does not support extensions ({', '.join(sorted(c['extension']))}); "
-                        "drop extension=... or use algorithm=ppo.")
-
-    resume_path = resume_ckpt = None
-    if c["resume"]:
-        resume_path, resume_ckpt = open_checkpoint(str(c["resume"]), "resume")
-    teacher_path = teacher_ckpt = None
-    if is_distillation and c["teacher"]:
-        teacher_path, teacher_ckpt = open_checkpoint(str(c["teacher"]), "teacher")
-        if "actor_state_dict" not in teacher_ckpt:
-            kind = "a distillation" if "student_state_dict" in teacher_ckpt else "not a PPO"
-            raise UserError(f"teacher={c['teacher']}: '{teacher_path}' is {kind} checkpoint; the teacher must be a "
-                            "PPO checkpoint (resume a distillation run with resume=<run> instead).")
-        t_task, _, _ = checkpoint_task(teacher_ckpt, teacher_path)
-        if t_task and t_task.get("name") != c["task"]["name"]:
-            raise UserError(f"teacher={c['teacher']} was trained on task={t_task.get('name')}, this run is "
-                            f"task={c['task']['name']}; give a teacher trained on the same task.")
-
-    train_cfg = build_train_cfg(c, teacher_ckpt, resume_ckpt)
+    resume_path, resume_ckpt = _open_resume(c)
+    teacher_path, teacher_ckpt = _open_teacher(c)
+    train_cfg = _translate(c, teacher_ckpt, resume_ckpt)
     if resume_ckpt is not None:
+        from rlcore.utils.run_files import resume_differences
+
         diffs = resume_differences(resume_ckpt, resume_path, train_cfg)
         if diffs:
             raise UserError(f"resume={c['resume']}: '{resume_path}' was written for a different run: "
                             + "; ".join(diffs) + ". Use the same task, model and algorithm options, or start afresh.")
     return TrainPlan(cfg=c, train_cfg=train_cfg, device=device, resume_path=resume_path, teacher_path=teacher_path,
-                     notices=notices)
+                     notices=notices, source=source)
+
+
+def _open_resume(c: dict) -> tuple[str | None, dict | None]:
+    """``(path, checkpoint)`` of ``resume=`` (Nones without one)."""
+    if not c["resume"]:
+        return None, None
+    from rlcore.utils.run_files import open_checkpoint
+
+    return open_checkpoint(str(c["resume"]), "resume")
+
+
+def _open_teacher(c: dict) -> tuple[str | None, dict | None]:
+    """``(path, checkpoint)`` of ``teacher=`` (Nones without one): a PPO checkpoint of the same task."""
+    if not c["teacher"]:
+        return None, None
+    from rlcore.utils.run_files import checkpoint_task, open_checkpoint
+
+    path, ckpt = open_checkpoint(str(c["teacher"]), "teacher")
+    if "actor_state_dict" not in ckpt:
+        kind = "a distillation" if "student_state_dict" in ckpt else "not a PPO"
+        raise UserError(f"teacher={c['teacher']}: '{path}' is {kind} checkpoint; the teacher must be a "
+                        "PPO checkpoint (resume a distillation run with resume=<run> instead).")
+    t_task, _, _ = checkpoint_task(ckpt, path)
+    if t_task and t_task.get("name") != c["task"]["name"]:
+        raise UserError(f"teacher={c['teacher']} was trained on task={t_task.get('name')}, this run is "
+                        f"task={c['task']['name']}; give a teacher trained on the same task.")
+    return path, ckpt
 
 
 # ============================================================================ distributed set-up
@@ -230,19 +237,20 @@ def _distributed_overrides(hydra_cfg: DictConfig, plan: TrainPlan, argv: list[st
 
 # ============================================================================ training
 def run(cfg: DictConfig, log_dir: str | None = None,
-        callback: Callable[[object, int, dict], bool | None] | None = None) -> str | None:
+        callback: Callable[[object, int, dict], bool | None] | None = None, plan: TrainPlan | None = None) -> str | None:
     """Train as ``cfg`` says, writing into ``log_dir`` (default: Hydra's output directory).
 
     ``callback(runner, iteration, stats)``, when given, runs after every iteration (main process); returning True
-    stops training there (benchmarks use it for time budgets and evaluations). Returns the exported
-    ``policy.onnx`` path on the main process, else None.
+    stops training there (benchmarks use it for time budgets and evaluations). ``plan``: the :func:`prepare` of
+    this ``cfg`` when it was already made (else it is made here). Returns the exported ``policy.onnx`` path on the
+    main process, else None.
     """
     import torch
 
-    from rlcore.runners import DistillationRunner, OnPolicyRunner
     from tasks.registry import make_task
 
-    plan = prepare(cfg)
+    if plan is None or plan.source != _plain_config(cfg):
+        plan = prepare(cfg)
     c = plan.cfg
     rank, _, device = _init_distributed(plan.device)
     if rank == 0:
@@ -257,7 +265,7 @@ def run(cfg: DictConfig, log_dir: str | None = None,
     env = make_task(task["name"], num_envs=int(task["num_envs"]), device=device, seed=int(c["seed"]) + rank,
                     **dict(task.get("env") or {}))
     eval_env = _make_eval_env(c, device) if rank == 0 else None
-    runner_cls = DistillationRunner if c["algorithm"]["class_name"] == "Distillation" else OnPolicyRunner
+    runner_cls = registry.get("runner", registry.algorithm_traits(c["algorithm"]["class_name"]).runner).load()
     runner = runner_cls(env, plan.train_cfg, log_dir=log_dir, device=device, eval_env=eval_env)
     for path, what in ((plan.teacher_path, "teacher"), (plan.resume_path, "resume")):
         if path is None:
@@ -331,11 +339,16 @@ def _remove_empty_run_dir(path: str | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+_planned: list[TrainPlan] = []
+"""The plan that main() made for the command it hands to Hydra (taken by the job, so that it is not made twice)."""
+
+
 def _task_function(cfg: DictConfig) -> None:
     output_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
+    plan = _planned.pop() if _planned else None
     try:
         with user_errors():
-            run(cfg, output_dir)
+            run(cfg, output_dir, plan=plan)
     except SystemExit as stop:
         if stop.code not in (0, None) and is_main_process():
             _remove_empty_run_dir(output_dir)
@@ -348,11 +361,13 @@ _hydra_main = hydra.main(version_base=None, config_path=CONF_DIR, config_name="c
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m rlcore.train`` and ``rlcore-train``.
 
-    Plain ``key=value`` commands are composed and checked first, so that a bad command fails in one line
-    before a run directory exists. Hydra's own flags (``--help``, ``--cfg job``, ``-m`` sweeps, ...) go
-    straight to Hydra, and each job is checked when it starts.
+    Plain ``key=value`` commands are composed and planned first (:func:`prepare`), so that a bad command fails in
+    one line before a run directory exists; Hydra then makes the run directory and the job trains from that plan.
+    Hydra's own flags (``--help``, ``--cfg job``, ``-m`` sweeps, ...) go straight to Hydra, and each job is
+    planned when it starts.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    _planned.clear()
     if not any(arg.startswith("-") for arg in argv):
         with user_errors():
             from rlcore.utils.cli import compose
@@ -360,8 +375,12 @@ def main(argv: list[str] | None = None) -> None:
             hydra_cfg = compose(argv, return_hydra_config=True)
             plan = prepare(hydra_cfg)
             argv = argv + _distributed_overrides(hydra_cfg, plan, argv)
+            _planned.append(plan)
     sys.argv = [sys.argv[0] if sys.argv else "rlcore-train", *argv]
-    _hydra_main()
+    try:
+        _hydra_main()
+    finally:
+        _planned.clear()
 
 
 if __name__ == "__main__":

@@ -68,8 +68,10 @@ class Distillation:
         rnd_cfg: dict | None = None,
         symmetry_cfg: dict | None = None,
     ) -> None:
-        if rnd_cfg is not None or symmetry_cfg is not None:
-            raise ConfigError("Distillation does not support the RND or symmetry extensions; use algorithm=ppo.")
+        for key, word, value in (("rnd_cfg", "RND", rnd_cfg), ("symmetry_cfg", "symmetry", symmetry_cfg)):
+            if value is not None:
+                raise ConfigError(f"Distillation does not support the {word} extension ({key} is set); remove it or "
+                                  "use algorithm=ppo.")
         if loss_type not in _LOSSES:
             raise ConfigError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
         if int(gradient_length) < 1:

@@ -49,12 +49,7 @@ def construct_ppo(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
 
 def construct_distillation(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
     """Distillation (student + frozen teacher) from ``cfg``."""
-    alg_class, alg_cfg = resolve_class(cfg["algorithm"])
-    for ext in ("rnd_cfg", "symmetry_cfg"):
-        if alg_cfg.get(ext) is not None:
-            raise ConfigError(f"Distillation does not support the {ext[:-4].upper() if ext == 'rnd_cfg' else 'symmetry'}"
-                             f" extension ({ext} is set); remove it or use algorithm=ppo.")
-        alg_cfg.pop(ext, None)
+    alg_class, alg_cfg = resolve_class(cfg["algorithm"])  # Distillation itself refuses rnd_cfg / symmetry_cfg
     student_class, student_cfg = resolve_class(cfg["student"])
     teacher_class, teacher_cfg = resolve_class(cfg["teacher"])
     cfg["obs_groups"] = resolve_obs_groups(obs, cfg.get("obs_groups"), ["student", "teacher"])

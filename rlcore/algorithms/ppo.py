@@ -15,6 +15,8 @@ Tensors: observations are ``TensorDict[N]`` of groups; storage buffers are ``[T,
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
+from dataclasses import replace
 from itertools import chain
 
 import torch
@@ -23,6 +25,7 @@ from tensordict import TensorDict
 
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
+from rlcore.extensions import PPO_EXTENSIONS, Extension
 from rlcore.models import MLPModel
 from rlcore.modules import EmpiricalDiscountedVariationNormalization, HiddenState
 from rlcore.storage import RolloutStorage
@@ -61,7 +64,7 @@ class PPO:
         normalize_advantage_per_mini_batch: normalise advantages per mini-batch instead of over the rollout.
         use_mixed_precision: run forward passes of the update under bf16 autocast.
         device: torch device of models and storage.
-        rnd_cfg, symmetry_cfg: extension configs (see rlcore.extensions).
+        rnd_cfg, symmetry_cfg: extension configs (see rlcore.extensions), built into :attr:`extensions`.
         multi_gpu_cfg: ``{"global_rank", "local_rank", "world_size"}`` when launched by torchrun.
         grad_reduce_bucket_mb: size of the gradient all-reduce buckets.
         reshuffle_each_epoch: new permutation of the transitions every epoch (feed-forward models).
@@ -70,6 +73,11 @@ class PPO:
         torch_compile: compile the models' MLP heads with ``torch.compile`` (default mode; see :meth:`compile`).
         clip_gradients_jointly: clip the joint norm of actor and critic gradients instead (rlcore's former
             behaviour): the critic's usually much larger gradient then shrinks the actor's step too.
+        extensions: further :class:`~rlcore.extensions.Extension` instances, run after the configured ones.
+
+    Extensions (RND, symmetry, your own) plug in through the hooks of :class:`~rlcore.extensions.Extension`;
+    PPO calls each hook of every extension in :attr:`extensions` at its place. rsl_rl's attributes ``rnd`` and
+    ``symmetry`` hold the extension of that name, or None.
     """
 
     actor: MLPModel
@@ -106,13 +114,12 @@ class PPO:
         use_bf16: bool = False,
         torch_compile: bool = False,
         clip_gradients_jointly: bool = False,
+        extensions: Sequence[Extension] = (),
     ) -> None:
-        if schedule not in ("adaptive", "fixed"):
-            raise ConfigError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
-        if actor.distribution is None:
-            raise ConfigError("PPO's actor needs a distribution_cfg (a stochastic policy).")
+        _check_settings(actor, schedule)
         self.device = device
         self.actor, self.critic, self.storage = actor, critic, storage
+        self.is_recurrent = actor.is_recurrent or critic.is_recurrent
         self.num_learning_epochs, self.num_mini_batches = num_learning_epochs, num_mini_batches
         self.clip_param, self.gamma, self.lam = clip_param, gamma, lam
         self.value_loss_coef, self.entropy_coef = value_loss_coef, entropy_coef
@@ -123,39 +130,43 @@ class PPO:
         self.reshuffle_each_epoch = reshuffle_each_epoch
         self.use_mixed_precision = bool(use_mixed_precision or use_bf16)  # bf16 autocast in the update
         self.use_bf16 = self.use_mixed_precision
+        self._init_distributed(multi_gpu_cfg, grad_reduce_bucket_mb)
+        self._init_extensions({"rnd_cfg": rnd_cfg, "symmetry_cfg": symmetry_cfg}, extensions)
+        self.reward_normalizer = (
+            EmpiricalDiscountedVariationNormalization(gamma=gamma).to(device) if reward_normalization else None
+        )
+        # One optimiser over actor and critic; a CNN encoder shared by both appears once.
+        self.optimizer = resolve_optimizer(optimizer)(_unique_params(actor, critic), lr=learning_rate)
+        if torch_compile:
+            self.compile("default")
+        self.transition = RolloutStorage.Transition()
+        self.intrinsic_rewards: torch.Tensor | None = None
+
+    def _init_distributed(self, multi_gpu_cfg: dict | None, grad_reduce_bucket_mb: float) -> None:
+        """World size and rank from torchrun's ``multi_gpu_cfg`` (None: one process)."""
         self.multi_gpu_cfg = multi_gpu_cfg
         self.grad_reduce_bucket_mb = grad_reduce_bucket_mb
         self.gpu_world_size = int(multi_gpu_cfg.get("world_size", 1)) if multi_gpu_cfg else 1
         self.is_multi_gpu = self.gpu_world_size > 1
         self.gpu_global_rank = int(multi_gpu_cfg.get("global_rank", 0)) if multi_gpu_cfg else 0
 
-        # Extensions (imported here: they are optional and configured by dicts).
-        self.rnd = None
-        if rnd_cfg is not None:
-            from rlcore.extensions.rnd import RandomNetworkDistillation
-
-            self.rnd = RandomNetworkDistillation(device=device, **rnd_cfg)
-        self.symmetry = None
-        if symmetry_cfg is not None:
-            from rlcore.extensions.symmetry import Symmetry
-
-            if actor.is_recurrent or critic.is_recurrent:
-                raise ConfigError("The symmetry extension does not support recurrent models (model=rnn); "
-                                 "use an MLP or CNN model with extension=symmetry.")
-            self.symmetry = Symmetry(**symmetry_cfg)
-
-        self.reward_normalizer = (
-            EmpiricalDiscountedVariationNormalization(gamma=gamma).to(device) if reward_normalization else None
-        )
-
-        # One optimiser over actor and critic; a CNN encoder shared by both appears once.
-        self.optimizer = resolve_optimizer(optimizer)(_unique_params(actor, critic), lr=learning_rate)
-        if torch_compile:
-            self.compile("default")
-
-        self.transition = RolloutStorage.Transition()
-        self.intrinsic_rewards: torch.Tensor | None = None
-        self.is_recurrent = actor.is_recurrent or critic.is_recurrent
+    def _init_extensions(self, cfgs: dict[str, dict | None], extensions: Sequence[Extension]) -> None:
+        """Build the extensions configured by dicts (``PPO_EXTENSIONS``: ``rnd_cfg``, ``symmetry_cfg``), then add
+        the given instances; each first checks that it can work with these models (e.g. symmetry: no RNN)."""
+        self.extensions: list[Extension] = [cls.from_cfg(cfgs[key], self) for key, cls in PPO_EXTENSIONS.items()
+                                            if cfgs.get(key) is not None]
+        for ext in extensions:
+            if not isinstance(ext, Extension):
+                raise ConfigError(f"PPO's extensions must be rlcore.extensions.Extension instances, got "
+                                  f"{type(ext).__name__}.")
+            ext.check_algorithm(self)
+            self.extensions.append(ext)
+        by_name = {ext.name: ext for ext in self.extensions}
+        if len(by_name) != len(self.extensions):
+            raise ConfigError(f"PPO's extensions must have distinct names (they key checkpoints and load_cfg), got "
+                              f"{[ext.name for ext in self.extensions]}.")
+        self.rnd = by_name.get("rnd")  # rsl_rl's attributes
+        self.symmetry = by_name.get("symmetry")
 
     # ====================================================================== collection
     def act(self, obs: TensorDict) -> torch.Tensor:
@@ -190,8 +201,9 @@ class PPO:
         # Reward normalisers pool their statistics over ranks, so every rank scales rewards alike.
         if self.reward_normalizer is not None:
             rewards = self.reward_normalizer(rewards, dones, sync=self.is_multi_gpu)
-        if self.rnd is not None:  # exploration bonus; kept for logging
-            self.intrinsic_rewards = self.rnd.get_intrinsic_reward(obs, sync=self.is_multi_gpu)
+        bonus = self._intrinsic_reward(obs)
+        if bonus is not None:  # exploration bonus (RND); kept for logging
+            self.intrinsic_rewards = bonus
             rewards = rewards + self.intrinsic_rewards
         time_outs = extras.get("time_outs")
         if time_outs is not None:
@@ -215,6 +227,11 @@ class PPO:
         t.clear()
         self.actor.reset(dones)
         self.critic.reset(dones)
+
+    def _intrinsic_reward(self, obs: TensorDict) -> torch.Tensor | None:
+        """Sum ``[N]`` of the extensions' intrinsic rewards for the step's new observations; None if none gives one."""
+        bonuses = [r for ext in self.extensions if (r := ext.intrinsic_reward(obs, sync=self.is_multi_gpu)) is not None]
+        return sum(bonuses[1:], bonuses[0]) if bonuses else None
 
     def _peek_values(self, obs: TensorDict) -> torch.Tensor:
         """V(obs) ``[N, 1]`` without advancing a recurrent critic's carried state."""
@@ -249,96 +266,22 @@ class PPO:
 
     # ====================================================================== update
     def update(self) -> dict[str, float]:
-        """K epochs x M mini-batches of the PPO loss; returns the mean of each loss term."""
-        sums = {"value": 0.0, "surrogate": 0.0, "entropy": 0.0, "kl": 0.0}
-        if self.rnd is not None:
-            sums["rnd"] = 0.0
-        if self.symmetry is not None and self.symmetry.use_mirror_loss:
-            sums["symmetry"] = 0.0
-        if self.is_recurrent:
-            batches = self.storage.recurrent_mini_batch_generator(self.num_mini_batches, self.num_learning_epochs)
-        else:
-            batches = self.storage.mini_batch_generator(
-                self.num_mini_batches, self.num_learning_epochs, self.reshuffle_each_epoch
-            )
-        autocast = (torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
-                    if self.use_mixed_precision else contextlib.nullcontext())
+        """K epochs x M mini-batches, each a :meth:`compute_loss` and an optimiser step; returns each term's mean.
+
+        Keys: "value", "surrogate", "entropy", "kl", the extensions' ``loss_names`` ("rnd", "symmetry") and
+        "learning_rate" (after the update).
+        """
+        sums = dict.fromkeys(("value", "surrogate", "entropy", "kl", *self._extension_loss_names()), 0.0)
         num_updates = 0
-        for batch in batches:
-            obs, actions = batch.observations, batch.actions
-            advantages, returns = batch.advantages, batch.returns
-            old_values, old_log_prob = batch.values, batch.old_actions_log_prob.squeeze(-1)
-            old_params = batch.old_distribution_params
-            if self.normalize_advantage_per_mini_batch:
-                advantages = _normalize(advantages)
-            # Symmetry augmentation: mirrored copies of the mini-batch, labelled with mirrored actions.
-            n_orig = actions.shape[0]
-            if self.symmetry is not None and self.symmetry.use_data_augmentation:
-                obs, actions = self.symmetry.augment(obs, actions)
-                reps = actions.shape[0] // n_orig
-                old_log_prob, advantages, returns, old_values = (
-                    x.repeat(reps, *([1] * (x.dim() - 1))) for x in (old_log_prob, advantages, returns, old_values)
-                )
-
-            with autocast:
-                self.actor(obs, masks=batch.masks, hidden_state=batch.hidden_states[0], stochastic_output=True)
-                log_prob = self.actor.get_output_log_prob(actions).float()
-                values = self.critic(obs, masks=batch.masks, hidden_state=batch.hidden_states[1]).float()
-            # With symmetry augmentation the KL (against the rollout's params) and the entropy bonus are taken
-            # on the original rows only; the mirrored rows enter the surrogate and value losses.
-            new_params = tuple(p[:n_orig] for p in self.actor.output_distribution_params)
-            entropy = self.actor.output_entropy[:n_orig].float()
-
-            # Adaptive learning rate: shrink it when the policy moved too far (KL > 2 kl*), grow it when
-            # it barely moved (KL < kl*/2). The KL is the mean over all ranks' mini-batches (and logged so);
-            # rank 0 decides and every rank applies the same value.
-            with torch.no_grad():
-                kl_mean = self.actor.get_kl_divergence(old_params, new_params).mean()
-                if self.is_multi_gpu:
-                    all_reduce_mean(kl_mean)
+        for batch in self._mini_batches():
+            loss, terms = self.compute_loss(batch)
             if self.schedule == "adaptive" and self.desired_kl is not None:
-                self._adapt_learning_rate(kl_mean)
-
-            # Clipped surrogate: L = E[max(-A r, -A clip(r, 1-eps, 1+eps))], r = pi/pi_old.
-            ratio = torch.exp(log_prob - old_log_prob)
-            adv = advantages.squeeze(-1)
-            surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - self.clip_param, 1.0 + self.clip_param))
-            surrogate_loss = surrogate.mean()
-
-            # Value loss, optionally clipped around the rollout's value estimate.
-            if self.use_clipped_value_loss:
-                clipped = old_values + (values - old_values).clamp(-self.clip_param, self.clip_param)
-                value_loss = torch.max((values - returns).square(), (clipped - returns).square()).mean()
-            else:
-                value_loss = (returns - values).square().mean()
-
-            loss = surrogate_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy.mean()
-
-            if self.symmetry is not None and self.symmetry.use_mirror_loss:
-                mirror_loss = self.symmetry.mirror_loss(self.actor, batch.observations)
-                loss = loss + self.symmetry.mirror_loss_coeff * mirror_loss
-                sums["symmetry"] += mirror_loss.item()
-
-            # Gradient step: average gradients over ranks, then bound ||g_actor|| and ||g_critic|| by
-            # max_grad_norm each (g <- g * min(1, max_grad_norm / ||g||)), or their joint norm if so configured.
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if self.is_multi_gpu:
-                all_reduce_mean_grads(self._params(), self.grad_reduce_bucket_mb)
-            if self.clip_gradients_jointly:
-                nn.utils.clip_grad_norm_(self._params(), self.max_grad_norm)
-            else:
-                clip_grad_norm_per_model([self.actor, self.critic], self.max_grad_norm)
-            self.optimizer.step()
-
-            # RND predictor: one step on the mini-batch's real transitions (recurrent batches are padded).
-            if self.rnd is not None:
-                sums["rnd"] += self.rnd.train_step(batch.observations, multi_gpu=self.is_multi_gpu, masks=batch.masks)
-
-            sums["value"] += value_loss.item()
-            sums["surrogate"] += surrogate_loss.item()
-            sums["entropy"] += entropy.mean().item()
-            sums["kl"] += kl_mean.item()
+                self._adapt_learning_rate(terms["kl"])
+            self._optimizer_step(loss)
+            for ext in self.extensions:  # networks of their own (RND's predictor) step after PPO's
+                terms.update(ext.after_step(batch, sync=self.is_multi_gpu))
+            for name, value in terms.items():
+                sums[name] += float(value)
             num_updates += 1
 
         # Normalisers learn from the whole rollout only now, so every mini-batch above saw the same
@@ -349,7 +292,115 @@ class PPO:
         out["learning_rate"] = self.learning_rate
         return out
 
+    def compute_loss(self, batch: RolloutStorage.Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """PPO's objective on one mini-batch (Schulman et al., 2017), to minimise::
+
+            r      = pi(a|s) / pi_old(a|s)                                   probability ratio
+            L_clip = E[max(-A r, -A clip(r, 1 - eps, 1 + eps))]              clipped surrogate (negated)
+            L_V    = E[max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2)]   or E[(R - V)^2] unclipped
+            L      = L_clip + c_v L_V - c_e H[pi]   (+ the extensions' extra terms)
+
+        with advantages ``A``, return targets ``R`` and the rollout's values ``V_old`` from :meth:`compute_returns`.
+
+        Returns:
+            The scalar loss (with its graph) and the detached terms to log: "surrogate", "value", "entropy",
+            "kl" (mean KL(pi_old || pi), over all ranks) and the extensions' ``loss_names``.
+        """
+        if self.normalize_advantage_per_mini_batch:
+            batch = replace(batch, advantages=_normalize(batch.advantages))
+        # Extensions may append rows (symmetry: mirrored copies labelled with mirrored actions); the first n_orig
+        # rows are the rollout's own. The KL against the rollout's distribution and the entropy bonus are taken
+        # on those; the appended rows enter the surrogate and value losses.
+        n_orig = batch.actions.shape[0]
+        aug = self._augment(batch)
+        log_prob, values, entropy, dist_params = self._evaluate(aug)
+        old_params = batch.old_distribution_params
+        new_params = tuple(p[:n_orig] for p in dist_params)
+        entropy = entropy[:n_orig]
+        kl_mean = self._mean_kl(old_params, new_params)
+
+        old_log_prob = aug.old_actions_log_prob.squeeze(-1)
+        ratio = torch.exp(log_prob - old_log_prob)  # r = exp(log pi - log pi_old)
+        adv = aug.advantages.squeeze(-1)
+        surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - self.clip_param, 1.0 + self.clip_param))
+        surrogate_loss = surrogate.mean()  # L_clip
+        value_loss = self._value_loss(values, aug.values, aug.returns)  # L_V
+        loss = surrogate_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy.mean()
+
+        terms = {"value": value_loss, "surrogate": surrogate_loss, "entropy": entropy.mean(), "kl": kl_mean}
+        for ext in self.extensions:  # e.g. symmetry's mirror loss, on the mini-batch as stored
+            extra = ext.extra_loss(self, batch)
+            if extra is not None:
+                term, logged = extra
+                loss = loss + term
+                terms.update(logged)
+        return loss, {k: v.detach() for k, v in terms.items()}
+
+    def _mini_batches(self):
+        """The storage's mini-batch generator: whole trajectories for recurrent models, transitions otherwise."""
+        if self.is_recurrent:
+            return self.storage.recurrent_mini_batch_generator(self.num_mini_batches, self.num_learning_epochs)
+        return self.storage.mini_batch_generator(
+            self.num_mini_batches, self.num_learning_epochs, self.reshuffle_each_epoch
+        )
+
+    def _augment(self, batch: RolloutStorage.Batch) -> RolloutStorage.Batch:
+        """The mini-batch after every extension's ``augment_mini_batch`` (the given one when none augments)."""
+        for ext in self.extensions:
+            batch = ext.augment_mini_batch(batch)
+        return batch
+
+    def _evaluate(self, batch: RolloutStorage.Batch):
+        """Forward passes of the current models (under bf16 autocast if configured).
+
+        Returns log pi(a|s) ``[B]``, V(s) ``[B, 1]``, the entropy ``[B]`` and the distribution's parameters (each
+        ``[B, ...]``; recurrent mini-batches: ``[T, n, ...]`` instead of ``[B, ...]``).
+        """
+        autocast = (torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
+                    if self.use_mixed_precision else contextlib.nullcontext())
+        obs, masks, (actor_state, critic_state) = batch.observations, batch.masks, batch.hidden_states
+        with autocast:
+            self.actor(obs, masks=masks, hidden_state=actor_state, stochastic_output=True)
+            log_prob = self.actor.get_output_log_prob(batch.actions).float()
+            values = self.critic(obs, masks=masks, hidden_state=critic_state).float()
+        return log_prob, values, self.actor.output_entropy.float(), self.actor.output_distribution_params
+
+    @torch.no_grad()
+    def _mean_kl(self, old_params: tuple[torch.Tensor, ...], new_params: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Mean KL(pi_old || pi) of the mini-batch, averaged over all ranks' mini-batches (as logged), so the
+        adaptive learning rate that rank 0 derives from it suits every rank."""
+        kl_mean = self.actor.get_kl_divergence(old_params, new_params).mean()
+        if self.is_multi_gpu:
+            all_reduce_mean(kl_mean)
+        return kl_mean
+
+    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+        """``E[(V - R)^2]``, or with clipping the larger of that and ``E[(V_clip - R)^2]`` elementwise, where
+        ``V_clip = V_old + clip(V - V_old, -eps, eps)``: moving V more than eps from the rollout's value gains nothing."""
+        if self.use_clipped_value_loss:
+            clipped = old_values + (values - old_values).clamp(-self.clip_param, self.clip_param)
+            return torch.max((values - returns).square(), (clipped - returns).square()).mean()
+        return (returns - values).square().mean()
+
+    def _optimizer_step(self, loss: torch.Tensor) -> None:
+        """Gradient step: average gradients over ranks, then bound ||g_actor|| and ||g_critic|| by max_grad_norm
+        each (g <- g * min(1, max_grad_norm / ||g||)), or their joint norm if so configured."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.is_multi_gpu:
+            all_reduce_mean_grads(self._params(), self.grad_reduce_bucket_mb)
+        if self.clip_gradients_jointly:
+            nn.utils.clip_grad_norm_(self._params(), self.max_grad_norm)
+        else:
+            clip_grad_norm_per_model([self.actor, self.critic], self.max_grad_norm)
+        self.optimizer.step()
+
+    def _extension_loss_names(self) -> list[str]:
+        return [name for ext in self.extensions for name in ext.loss_names]
+
     def _adapt_learning_rate(self, kl_mean: torch.Tensor) -> None:
+        """Shrink the learning rate when the policy moved too far (KL > 2 kl*), grow it when it barely moved
+        (KL < kl*/2); rank 0 decides and every rank applies the same value."""
         if self.gpu_global_rank == 0:
             if kl_mean > 2.0 * self.desired_kl:
                 self.learning_rate = max(LR_MIN, self.learning_rate / 1.5)
@@ -367,8 +418,8 @@ class PPO:
         sync = self.is_multi_gpu
         self.actor.update_normalization(obs, sync=sync)
         self.critic.update_normalization(obs, sync=sync)
-        if self.rnd is not None:
-            self.rnd.update_normalization(obs, sync=sync)
+        for ext in self.extensions:
+            ext.update_normalization(obs, sync=sync)
 
     # ====================================================================== modes, policy, persistence
     def _params(self) -> list[nn.Parameter]:
@@ -377,14 +428,14 @@ class PPO:
     def train_mode(self) -> None:
         self.actor.train()
         self.critic.train()
-        if self.rnd is not None:
-            self.rnd.train()
+        for ext in self.extensions:
+            ext.train_mode()
 
     def eval_mode(self) -> None:
         self.actor.eval()
         self.critic.eval()
-        if self.rnd is not None:
-            self.rnd.eval()
+        for ext in self.extensions:
+            ext.eval_mode()
 
     def get_policy(self) -> MLPModel:
         """The actor (call it with ``stochastic_output=False`` for deployment actions)."""
@@ -400,16 +451,17 @@ class PPO:
         }
         if self.reward_normalizer is not None:
             state["reward_normalizer_state_dict"] = self.reward_normalizer.state_dict()
-        if self.rnd is not None:
-            state["rnd_state_dict"] = self.rnd.state_dict()
-            state["rnd_optimizer_state_dict"] = self.rnd.optimizer.state_dict()
+        for ext in self.extensions:
+            state.update(ext.save())
         return state
 
     def load(self, loaded_dict: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
         """Restore from ``save()``'s dict (or an rsl_rl checkpoint). ``load_cfg`` picks parts: keys actor, critic,
-        optimizer, rnd (default: all). Returns whether the iteration counter should be restored (a full resume)."""
+        optimizer and each extension's name, e.g. rnd (default: all). Returns whether the iteration counter should be
+        restored (a full resume)."""
         state = loaded_dict
-        cfg = {"actor": True, "critic": True, "optimizer": True, "rnd": True, **(load_cfg or {})}
+        cfg = {"actor": True, "critic": True, "optimizer": True, **dict.fromkeys((e.name for e in self.extensions), True),
+               **(load_cfg or {})}
         if cfg["actor"]:
             self.actor.load_state_dict(state["actor_state_dict"], strict=strict)
         if cfg["critic"] and "critic_state_dict" in state:
@@ -421,10 +473,9 @@ class PPO:
                 group["lr"] = self.learning_rate
         if self.reward_normalizer is not None and "reward_normalizer_state_dict" in state:
             self.reward_normalizer.load_state_dict(state["reward_normalizer_state_dict"])
-        if cfg["rnd"] and self.rnd is not None and "rnd_state_dict" in state:
-            self.rnd.load_state_dict(state["rnd_state_dict"])
-            if "rnd_optimizer_state_dict" in state:
-                self.rnd.optimizer.load_state_dict(state["rnd_optimizer_state_dict"])
+        for ext in self.extensions:
+            if cfg[ext.name]:
+                ext.load(state)
         return all(cfg.values())
 
     def compile(self, mode: str | None = None) -> None:
@@ -437,7 +488,8 @@ class PPO:
 
         The reward normalisers' running discounted returns are per env, hence per rank, and stay local.
         """
-        modules = [self.actor, self.critic, self.reward_normalizer, self.rnd]
+        modules = [self.actor, self.critic, self.reward_normalizer,
+                   *(m for ext in self.extensions for m in ext.broadcast_modules())]
         broadcast_tensors(t for m in modules if m is not None for k, t in m.state_dict().items()
                           if not k.endswith("disc_return"))
 
@@ -452,6 +504,14 @@ class PPO:
         from rlcore.algorithms.factory import construct_ppo
 
         return construct_ppo(obs, env, cfg, device)
+
+
+def _check_settings(actor: MLPModel, schedule: str) -> None:
+    """Refuse an unknown learning-rate schedule and a deterministic actor (PPO needs log-probabilities)."""
+    if schedule not in ("adaptive", "fixed"):
+        raise ConfigError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
+    if actor.distribution is None:
+        raise ConfigError("PPO's actor needs a distribution_cfg (a stochastic policy).")
 
 
 def _normalize(x: torch.Tensor) -> torch.Tensor:

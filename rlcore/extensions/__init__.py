@@ -1,7 +1,14 @@
-"""Optional PPO extensions configured by dicts: RND curiosity (``rnd_cfg``) and symmetry (``symmetry_cfg``)."""
+"""Optional PPO extensions: RND curiosity (``rnd_cfg``) and symmetry (``symmetry_cfg``), both :class:`Extension`s."""
 
+from rlcore.extensions.base import Extension
 from rlcore.extensions.rnd import WEIGHT_SCHEDULE_MODES, RandomNetworkDistillation, resolve_rnd_config
 from rlcore.extensions.symmetry import Symmetry, resolve_function, resolve_symmetry_config
 
-__all__ = ["WEIGHT_SCHEDULE_MODES", "RandomNetworkDistillation", "Symmetry", "resolve_function",
-           "resolve_rnd_config", "resolve_symmetry_config"]
+PPO_EXTENSIONS: dict[str, type[Extension]] = {
+    "rnd_cfg": RandomNetworkDistillation,
+    "symmetry_cfg": Symmetry,
+}
+"""PPO's config arguments (rsl_rl's names) and the extension each builds, in the order PPO runs them."""
+
+__all__ = ["PPO_EXTENSIONS", "WEIGHT_SCHEDULE_MODES", "Extension", "RandomNetworkDistillation",
+           "Symmetry", "resolve_function", "resolve_rnd_config", "resolve_symmetry_config"]

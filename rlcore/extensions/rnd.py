@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from tensordict import TensorDict
 
 from rlcore.errors import ConfigError
+from rlcore.extensions.base import Algorithm, Batch, Extension
 from rlcore.modules import MLP, EmpiricalDiscountedVariationNormalization, EmpiricalNormalization
 from rlcore.modules.activation import activation_gain
 from rlcore.utils.distributed import all_reduce_mean_grads
@@ -38,8 +39,12 @@ NORMALIZER_UNTIL = int(1e8)
 bonus scale become stationary late in training."""
 
 
-class RandomNetworkDistillation(nn.Module):
-    """RND intrinsic reward with its own predictor optimiser.
+class RandomNetworkDistillation(nn.Module, Extension):
+    """RND intrinsic reward with its own predictor optimiser; a PPO :class:`Extension` named ``"rnd"``.
+
+    In PPO: the bonus joins each step's reward (:meth:`intrinsic_reward`), the predictor takes one Adam step
+    after each of PPO's mini-batch steps (:meth:`after_step`, logged as ``"rnd"``), the state normaliser merges
+    the rollout after the update, and checkpoints hold ``rnd_state_dict`` and ``rnd_optimizer_state_dict``.
 
     Args:
         num_states: size D of the concatenated RND state (the factory computes it from ``obs_groups``).
@@ -65,6 +70,9 @@ class RandomNetworkDistillation(nn.Module):
         step_dt: control period of the environment [s] (required; :func:`resolve_rnd_config` takes it from
             ``env.step_dt``). Last, after rsl_rl's parameters, so rsl_rl's positional order holds.
     """
+
+    name = "rnd"
+    loss_names = ("rnd",)
 
     def __init__(
         self,
@@ -220,6 +228,40 @@ class RandomNetworkDistillation(nn.Module):
         """Merge observations with any leading dims into the state normaliser (pooled over ranks if ``sync``)."""
         if self.state_normalization:
             self.state_normalizer.update(self.get_rnd_state(obs).reshape(-1, self.num_states), sync=sync)
+
+    # ------------------------------------------------------------------ PPO extension hooks
+    @classmethod
+    def from_cfg(cls, cfg: Mapping[str, Any], alg: Algorithm) -> RandomNetworkDistillation:
+        """RND on the algorithm's device from a resolved ``rnd_cfg`` (see :func:`resolve_rnd_config`)."""
+        cls.check_algorithm(alg)
+        return cls(device=alg.device, **cfg)
+
+    def intrinsic_reward(self, obs: TensorDict, sync: bool = False) -> torch.Tensor:
+        """Same as :meth:`get_intrinsic_reward`."""
+        return self.get_intrinsic_reward(obs, sync=sync)
+
+    def after_step(self, batch: Batch, sync: bool = False) -> dict[str, float]:
+        """One predictor step on the mini-batch's real transitions (recurrent mini-batches are padded)."""
+        return {"rnd": self.train_step(batch.observations, multi_gpu=sync, masks=batch.masks)}
+
+    def train_mode(self) -> None:
+        """``nn.Module.train()``: the reward normaliser learns from the bonuses it scales."""
+        self.train()
+
+    def eval_mode(self) -> None:
+        """``nn.Module.eval()``: normaliser statistics frozen."""
+        self.eval()
+
+    def save(self) -> dict[str, Any]:
+        """``rnd_state_dict`` and ``rnd_optimizer_state_dict`` (rsl_rl's checkpoint keys)."""
+        return {"rnd_state_dict": self.state_dict(), "rnd_optimizer_state_dict": self.optimizer.state_dict()}
+
+    def load(self, state: Mapping[str, Any]) -> None:
+        """Restore from a checkpoint dict with ``rnd_state_dict`` (and optionally the optimiser's state)."""
+        if "rnd_state_dict" in state:
+            self.load_state_dict(state["rnd_state_dict"])
+            if "rnd_optimizer_state_dict" in state:
+                self.optimizer.load_state_dict(state["rnd_optimizer_state_dict"])
 
     # ------------------------------------------------------------------ persistence
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):

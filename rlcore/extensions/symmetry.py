@@ -14,11 +14,13 @@ Both use one user function, rsl_rl-compatible::
 
 With both uses off the extension does nothing (rsl_rl then still computes the mirror loss for its logs; rlcore
 skips it). rsl_rl's mini-batch methods ``augment_batch`` and ``compute_loss`` work on a
-``RolloutStorage.Batch``; rlcore's PPO calls ``augment`` and ``mirror_loss`` on the tensors directly.
+``RolloutStorage.Batch`` in place; rlcore's PPO uses the :class:`Extension` hooks ``augment_mini_batch`` (a new,
+augmented mini-batch) and ``extra_loss`` (the weighted mirror loss).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import Callable
 
@@ -28,6 +30,7 @@ import torch.nn.functional as F
 from tensordict import TensorDict
 
 from rlcore.errors import ConfigError
+from rlcore.extensions.base import Algorithm, Batch, Extension
 
 
 def resolve_function(func: str | Callable | None) -> Callable | None:
@@ -64,8 +67,9 @@ def resolve_function(func: str | Callable | None) -> Callable | None:
     return obj
 
 
-class Symmetry:
-    """Mirrored data augmentation and/or mirror loss for PPO (feed-forward models only; PPO checks this).
+class Symmetry(Extension):
+    """Mirrored data augmentation and/or mirror loss for PPO (feed-forward models only); a PPO :class:`Extension`
+    named ``"symmetry"`` that logs the mirror loss as ``"symmetry"`` when ``use_mirror_loss`` is on.
 
     Args (rsl_rl's, in its order):
         env: the environment, passed to the augmentation function (e.g. to find observation terms).
@@ -77,6 +81,8 @@ class Symmetry:
     Raises:
         ValueError: a use is enabled but the function is missing or cannot be resolved.
     """
+
+    name = "symmetry"
 
     def __init__(
         self,
@@ -90,6 +96,7 @@ class Symmetry:
         self.use_data_augmentation = bool(use_data_augmentation)
         self.use_mirror_loss = bool(use_mirror_loss)
         self.mirror_loss_coeff = float(mirror_loss_coeff)
+        self.loss_names = ("symmetry",) if self.use_mirror_loss else ()
         self._checked_identity = False
         if not (self.use_data_augmentation or self.use_mirror_loss):
             print("[rlcore] symmetry_cfg: use_data_augmentation and use_mirror_loss are both off, so the symmetry "
@@ -161,6 +168,30 @@ class Symmetry:
             raise ConfigError(f"data_augmentation_func mirrored {b} actions into shape "
                              f"{None if mirrored is None else tuple(mirrored.shape)}, expected {tuple(means.shape)}.")
         return F.mse_loss(means[b:], mirrored[b:].detach())
+
+    # ------------------------------------------------------------------ PPO extension hooks
+    @classmethod
+    def check_algorithm(cls, alg: Algorithm) -> None:
+        """Refuse recurrent models (checked before the extension is built): mirrored copies of a trajectory would
+        need hidden states of their own."""
+        if alg.actor.is_recurrent or alg.critic.is_recurrent:
+            raise ConfigError("The symmetry extension does not support recurrent models (model=rnn); "
+                             "use an MLP or CNN model with extension=symmetry.")
+
+    def augment_mini_batch(self, batch: Batch) -> Batch:
+        """A copy of ``batch`` augmented by :meth:`augment_batch` (with ``use_data_augmentation``; else ``batch``)."""
+        if not self.use_data_augmentation:
+            return batch
+        augmented = copy.copy(batch)
+        self.augment_batch(augmented, int(batch.actions.shape[0]))
+        return augmented
+
+    def extra_loss(self, alg: Algorithm, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        """``mirror_loss_coeff * mirror_loss`` of the mini-batch's observations (with ``use_mirror_loss``)."""
+        if not self.use_mirror_loss:
+            return None
+        mirror_loss = self.mirror_loss(alg.actor, batch.observations)
+        return self.mirror_loss_coeff * mirror_loss, {"symmetry": mirror_loss}
 
     # ------------------------------------------------------------------ rsl_rl's mini-batch interface
     def augment_batch(self, batch, original_batch_size: int) -> None:

@@ -16,37 +16,16 @@ from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.runners.evaluation import Evaluation, check_settings, is_better, metric_direction, parse_stop_at
 from rlcore.utils.checkpoint import get_rng_states, load_checkpoint, save_atomic, seed_everything, set_rng_states
+from rlcore.utils.config_schema import runner_defaults
 from rlcore.utils.diagnosis import print_findings
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
 from rlcore.utils.export import export_jit, export_onnx, policy_metadata
 from rlcore.utils.logger import Logger, plain_config
 from rlcore.utils.video import ClipRecorder, check_can_render, render_frame
 
-RUNNER_DEFAULTS = {
-    "seed": None,  # None: the runner does not seed (the caller's own seeding stands); an int: seed + rank
-    "num_steps_per_env": 24,
-    "max_iterations": 1500,
-    "save_interval": 50,
-    "experiment_name": "rlcore",
-    "run_name": "",
-    "logger": "tensorboard",
-    "wandb_project": "rlcore",
-    "clip_actions": None,
-    "check_for_nan": True,
-    "normalizer_warmup_steps": None,  # None: one rollout length (num_steps_per_env)
-    "log_interval": 1,
-    "video_interval": 0,  # every this many iterations, a clip of env 0 into <log_dir>/videos/iter_<it>.mp4 (0: off)
-    "video_length": 150,  # frames (control steps) per clip
-    "video_width": 640,
-    "video_height": 480,
-    "keep_best": None,  # metric of the periodic evaluation by which <log_dir>/model_best.pt is kept (None: off)
-    "stop_at": None,  # "<metric> <op> <value>": training ends at the first evaluation that meets it (None: off)
-    "eval_interval": 25,  # iterations between evaluations (only with keep_best or stop_at)
-    "eval_num_envs": 64,  # envs of the evaluation env that rlcore.train builds
-    "eval_steps": None,  # measured steps per evaluation (None: the eval env's max_episode_length)
-    "eval_warmup_steps": 0,  # steps before the task metrics are measured
-}
-"""Runner-level keys of the train config and their defaults (model and algorithm keys live in sub-dicts)."""
+RUNNER_DEFAULTS = runner_defaults()
+"""Runner-level keys of the train config and their defaults (model and algorithm keys live in sub-dicts): RunnerCfg's
+fields, the logger keys and ``seed`` (None: the runner does not seed), all from ``rlcore.utils.config_schema``."""
 
 
 class OnPolicyRunner:

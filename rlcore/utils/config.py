@@ -10,22 +10,7 @@ from typing import Any
 from tensordict import TensorDict
 
 from rlcore.errors import ConfigError
-
-# Short names accepted for ``class_name``, resolved lazily so that lower layers do not import higher ones.
-_KNOWN_CLASSES = {
-    "MLPModel": "rlcore.models:MLPModel",
-    "CNNModel": "rlcore.models:CNNModel",
-    "RNNModel": "rlcore.models:RNNModel",
-    "PPO": "rlcore.algorithms:PPO",
-    "Distillation": "rlcore.algorithms:Distillation",
-    "OnPolicyRunner": "rlcore.runners:OnPolicyRunner",
-    "DistillationRunner": "rlcore.runners:DistillationRunner",
-    # rsl_rl 4.x names, accepted for old configs
-    "ActorCritic": "rlcore.models:MLPModel",
-    "ActorCriticRecurrent": "rlcore.models:RNNModel",
-    "ActorCriticCNN": "rlcore.models:CNNModel",
-}
-
+from rlcore.utils import registry
 
 _SEARCHED_PACKAGES = ("algorithms", "models", "modules", "runners", "storage", "extensions", "utils", "env")
 """Where a simple name that is not a known short name is looked up (``rlcore.<package>.<name>``), like rsl_rl."""
@@ -46,7 +31,8 @@ def resolve_callable(callable_or_name: type | Callable | str) -> Callable:
     name = callable_or_name
     if not isinstance(name, str):
         raise ConfigError(f"Expected a class, a function or a name, got {type(name).__name__} {name!r}.")
-    target = _KNOWN_CLASSES.get(name, name)
+    entry = registry.find(name, registry.CLASS_KINDS)  # short names, resolved lazily (lower layers import no higher)
+    target = entry.target if entry is not None else name
     if ":" in target:
         module_name, attr = target.split(":", 1)
     elif "." in target:
@@ -56,7 +42,8 @@ def resolve_callable(callable_or_name: type | Callable | str) -> Callable:
             module = importlib.import_module(f"rlcore.{package}")
             if name in getattr(module, "__all__", ()):
                 return getattr(module, name)
-        raise ConfigError(f"Unknown class_name '{name}'. Known names: {', '.join(sorted(_KNOWN_CLASSES))}, "
+        known = sorted(n for e in registry.ENTRIES if e.kind in registry.CLASS_KINDS for n in (e.name, *e.aliases))
+        raise ConfigError(f"Unknown class_name '{name}'. Known names: {', '.join(known)}, "
                          "or give a full 'package.module:Class' path.")
     try:
         obj = importlib.import_module(module_name)

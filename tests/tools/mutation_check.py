@@ -38,6 +38,9 @@ TIMEOUT_S = 600
 PPO = "rlcore/algorithms/ppo.py"
 PPO_UPDATE = "tests/algorithms/test_ppo_update.py"
 PPO_TESTS = "tests/algorithms/test_ppo.py"
+RND = "rlcore/extensions/rnd.py"
+SYMMETRY = "rlcore/extensions/symmetry.py"
+EXTENSIONS = "rlcore/extensions/__init__.py"
 RND_IN_PPO = "tests/extensions/test_rnd_in_ppo.py"
 SYM_IN_PPO = "tests/extensions/test_symmetry_in_ppo.py"
 
@@ -73,7 +76,7 @@ MUTATIONS: list[Mutation] = [
              "ratio = torch.exp(log_prob - old_log_prob)", "ratio = torch.exp(log_prob - log_prob.detach())",
              (PPO_UPDATE,)),
     Mutation("per-mini-batch advantage normalisation skipped", PPO,
-             "advantages = _normalize(advantages)", "advantages = advantages", (PPO_UPDATE,)),
+             "advantages=_normalize(batch.advantages)", "advantages=batch.advantages", (PPO_UPDATE,)),
     # ---- the step
     Mutation("gradient clipping removed (per model)", PPO,
              "clip_grad_norm_per_model([self.actor, self.critic], self.max_grad_norm)", "pass", (PPO_UPDATE,)),
@@ -104,22 +107,23 @@ MUTATIONS: list[Mutation] = [
              "rewards = rewards + self.intrinsic_rewards", "rewards = rewards", (RND_IN_PPO,)),
     Mutation("RND bonus without step_dt", "rlcore/extensions/rnd.py",
              "(self.weight * self.step_dt) * error", "self.weight * error", (RND_IN_PPO,)),
-    Mutation("RND predictor never trained by PPO", PPO,
-             "sums[\"rnd\"] += self.rnd.train_step(", "sums[\"rnd\"] += 0.0 * self.rnd.compute_loss(",
-             (RND_IN_PPO,)),
+    Mutation("RND predictor never trained by PPO", RND,
+             "self.train_step(batch.observations, multi_gpu=sync, masks=batch.masks)",
+             "0.0 * self.compute_loss(batch.observations, masks=batch.masks).item()", (RND_IN_PPO,)),
     Mutation("RND normaliser not updated by PPO", PPO,
-             "self.rnd.update_normalization(obs, sync=sync)", "pass", (RND_IN_PPO,)),
-    Mutation("mirror loss dropped from the loss (still logged)", PPO,
-             "loss = loss + self.symmetry.mirror_loss_coeff * mirror_loss", "loss = loss", (SYM_IN_PPO,)),
-    Mutation("mirror loss coefficient ignored", PPO,
-             "self.symmetry.mirror_loss_coeff * mirror_loss", "mirror_loss", (SYM_IN_PPO,)),
-    Mutation("symmetry augmentation labels not mirrored", PPO,
-             "obs, actions = self.symmetry.augment(obs, actions)",
-             "obs, actions = self.symmetry.augment(obs, actions)[0], actions.repeat(2, 1)", (SYM_IN_PPO,)),
+             "ext.update_normalization(obs, sync=sync)", "pass", (RND_IN_PPO,)),
+    Mutation("mirror loss dropped from the loss (still logged)", SYMMETRY,
+             "return self.mirror_loss_coeff * mirror_loss,", "return 0.0 * mirror_loss,", (SYM_IN_PPO,)),
+    Mutation("mirror loss coefficient ignored", SYMMETRY,
+             "self.mirror_loss_coeff * mirror_loss,", "mirror_loss,", (SYM_IN_PPO,)),
+    Mutation("symmetry augmentation labels not mirrored", SYMMETRY,
+             "batch.observations, batch.actions = self.augment(batch.observations, batch.actions)",
+             "batch.observations, batch.actions = self.augment(batch.observations, batch.actions)[0], "
+             "batch.actions.repeat(2, 1)", (SYM_IN_PPO,)),
     Mutation("KL taken on the augmented block", PPO,
-             "new_params = tuple(p[:n_orig] for p in self.actor.output_distribution_params)",
-             "new_params = self.actor.output_distribution_params; "
-             "old_params = tuple(p.repeat(actions.shape[0] // n_orig, 1) for p in old_params)", (SYM_IN_PPO,)),
+             "new_params = tuple(p[:n_orig] for p in dist_params)",
+             "new_params = dist_params; "
+             "old_params = tuple(p.repeat(aug.actions.shape[0] // n_orig, 1) for p in old_params)", (SYM_IN_PPO,)),
     # ---- runner and distributed
     Mutation("clip_actions ignored by the runner", "rlcore/runners/on_policy_runner.py",
              "return actions.clamp(-float(clip), float(clip))", "return actions",
@@ -146,11 +150,10 @@ MUTATIONS: list[Mutation] = [
     Mutation("RND bonus never reaches the reward, seen by the CLI extension test", PPO,
              "rewards = rewards + self.intrinsic_rewards", "rewards = rewards",
              ("tests/cli/test_cli_commands.py",), k="rnd_and_symmetry"),
-    Mutation("symmetry extension disconnected, seen by the CLI extension test", PPO,
-             "self.symmetry = Symmetry(**symmetry_cfg)", "self.symmetry = None",
-             ("tests/cli/test_cli_commands.py",), k="rnd_and_symmetry"),
-    Mutation("symmetry extension disconnected, seen by the Go2 CLI test", PPO,
-             "self.symmetry = Symmetry(**symmetry_cfg)", "self.symmetry = None",
+    Mutation("symmetry extension disconnected, seen by the CLI extension test", EXTENSIONS,
+             '"symmetry_cfg": Symmetry,', "", ("tests/cli/test_cli_commands.py",), k="rnd_and_symmetry"),
+    Mutation("symmetry extension disconnected, seen by the Go2 CLI test", EXTENSIONS,
+             '"symmetry_cfg": Symmetry,', "",
              ("tests/cli/test_cli_go2.py",), k="symmetry_extension"),
     Mutation("observation statistics not merged across ranks, seen by the torchrun CLI test", PPO,
              "sync = self.is_multi_gpu", "sync = False", ("tests/cli/test_cli_distributed.py",)),

@@ -1,0 +1,80 @@
+"""One planning pass per command: ``python -m rlcore.train ... resume=<run>`` validates its config once and opens the
+checkpoint once to plan (and once more when the runner loads it); the log directory follows runner.experiment_name."""
+
+from __future__ import annotations
+
+from cli_helpers import TINY
+
+import rlcore.train as train_module
+from rlcore.utils.cli import compose
+
+
+def test_a_resumed_run_is_planned_once(trained_run, tmp_path, monkeypatch, capsys):
+    import rlcore.runners.on_policy_runner as runner_module
+    import rlcore.utils.run_files as run_files
+
+    calls = {"validate": 0, "plan_open": [], "runner_load": []}
+    validate, open_checkpoint, load_checkpoint = (train_module.validate_config, run_files.open_checkpoint,
+                                                  runner_module.load_checkpoint)
+
+    def counting_validate(cfg):
+        calls["validate"] += 1
+        return validate(cfg)
+
+    def counting_open(path, what="checkpoint"):
+        calls["plan_open"].append(what)
+        return open_checkpoint(path, what)
+
+    def counting_load(path, *args, **kwargs):
+        calls["runner_load"].append(str(path))
+        return load_checkpoint(path, *args, **kwargs)
+
+    monkeypatch.setattr(train_module, "validate_config", counting_validate)
+    monkeypatch.setattr(run_files, "open_checkpoint", counting_open)
+    monkeypatch.setattr(runner_module, "load_checkpoint", counting_load)
+    run_dir = tmp_path / "resumed"
+    train_module.main(["task=pendulum", *TINY, "seed=5", "runner.max_iterations=1", f"resume={trained_run['dir']}",
+                       f"hydra.run.dir={run_dir}"])
+    assert "resumed from" in capsys.readouterr().out
+    assert (run_dir / "model_2.pt").is_file()
+    assert calls == {"validate": 1, "plan_open": ["resume"],
+                     "runner_load": [str(trained_run["dir"] / "model_1.pt")]}
+    assert train_module._planned == []  # the plan was taken by the job, none is left for another command
+
+
+def test_run_makes_its_own_plan_when_given_none_or_another_one(monkeypatch):
+    made = []
+    prepare = train_module.prepare
+    monkeypatch.setattr(train_module, "prepare", lambda cfg: made.append(1) or prepare(cfg))
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(train_module, "_init_distributed", stop)  # the first step after planning
+    cfg = compose(["task=pendulum", *TINY])
+    other = prepare(compose(["task=cartpole", *TINY]))
+    for plan in (None, other):
+        try:
+            train_module.run(cfg, log_dir="unused", plan=plan)
+        except Stop:
+            pass
+    assert len(made) == 2
+    same = prepare(cfg)
+    try:
+        train_module.run(cfg, log_dir="unused", plan=same)
+    except Stop:
+        pass
+    assert len(made) == 2  # the plan of this very config is used as it is
+
+
+def test_the_log_directory_follows_the_experiment_name():
+    def run_dir(*overrides: str) -> str:
+        return str(compose(list(overrides), return_hydra_config=True).hydra.run.dir)
+
+    assert run_dir("task=cartpole").startswith("logs/cartpole/")  # experiment_name defaults to the task's name
+    assert run_dir("task=cartpole", "runner.experiment_name=flat_v2").startswith("logs/flat_v2/")
+    sweep = compose(["runner.experiment_name=abc"], return_hydra_config=True).hydra.sweep.dir
+    assert str(sweep).startswith("logs/abc/sweep_")
