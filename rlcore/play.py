@@ -1,13 +1,17 @@
-"""``python -m rlcore.play checkpoint=<model_<it>.pt or run dir> [episodes=10] [video=true] [onnx=policy.onnx]``.
+"""``python -m rlcore.play checkpoint=<model_<it>.pt or run dir> | onnx=<policy.onnx> | pretrained=<name> [episodes=10]
+[video=true] [viewer=true]``.
 
-Rebuilds the checkpoint's task (from the run's ``.hydra/config.yaml``, else the train config stored in the
+With ``checkpoint=``, rebuilds the checkpoint's task (from the run's ``.hydra/config.yaml``, else the train config stored in the
 checkpoint), runs its policy deterministically (the mean action; recurrent state reset per finished
 episode), and prints each episode's return and length and the mean of the task's metrics
 (``extras["log"]`` entries, keys starting with "/").
 
 - ``video=true`` writes an MP4 of env 0 (``env.render()``; MuJoCo tasks render offscreen: on a machine
   without a display set ``MUJOCO_GL=egl`` (GPU) or ``MUJOCO_GL=osmesa`` (CPU, ``apt-get install libosmesa6``)).
-- ``onnx=<file>`` runs an exported ONNX policy through onnxruntime instead of the torch model.
+- ``onnx=<file>`` runs an exported ONNX policy through onnxruntime instead of the torch model; without
+  ``checkpoint=`` the file alone is enough for a Go2 policy: its metadata (actuation, timing, observation layout,
+  command ranges) rebuilds the task, on the nominal robot.
+- ``pretrained=<name>`` runs a policy shipped with rlcore (:mod:`rlcore.pretrained`, e.g. ``go2_flat``) that way.
 - ``viewer=true`` opens MuJoCo's interactive viewer instead (go2 tasks): one robot in real time, velocity
   commands from the keyboard (:mod:`rlcore.viewer`).
 
@@ -19,66 +23,69 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
+import numpy as np
+import torch
 
+from rlcore.pretrained import PRETRAINED, pretrained_path
+from rlcore.utils.checkpoint import seed_everything
 from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import PlayCfg
-from rlcore.utils.video import control_period  # rlcore.export imports it from here too
+from rlcore.utils.export import read_onnx_interface
+from rlcore.utils.run_files import RunInfo, load_run, make_run_env, make_run_policy
+from rlcore.utils.video import VideoWriter, control_period, render_frame  # rlcore.export imports control_period here
 
 SUMMARY = ("Run a trained policy in its task deterministically; print episode returns and the task's metrics. "
-           "video=true writes an MP4, onnx=<file> plays an exported ONNX policy, viewer=true opens MuJoCo's "
-           "viewer with keyboard velocity commands (go2 tasks).")
+           "video=true writes an MP4, onnx=<file> plays an exported ONNX policy (a Go2 file needs no checkpoint), "
+           "pretrained=<name> a policy shipped with rlcore, viewer=true opens MuJoCo's viewer with keyboard "
+           "velocity commands (go2 tasks).")
 
 
 class OnnxActor:
-    """An exported ONNX policy run through onnxruntime on TensorDict observations, state carried per env."""
+    """An exported ONNX policy run through onnxruntime on TensorDict observations, state carried per env.
 
-    def __init__(self, path: str, policy, num_envs: int) -> None:
-        import numpy as np
+    Built for a checkpoint's policy (:meth:`for_policy`: the file's inputs are checked against it) or from the
+    file's own interface metadata alone (:meth:`from_interface`: no checkpoint, no torch model).
+    """
 
-        try:
-            import onnxruntime as ort
-        except ImportError:  # pragma: no cover - onnxruntime is a dependency
-            raise UserError("onnx= needs onnxruntime: pip install onnxruntime") from None
-        if not os.path.isfile(path):
-            raise UserError(f"onnx={path}: no such file.")
-        try:
-            self.session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        except Exception as err:
-            raise UserError(f"onnx={path}: onnxruntime cannot load it ({' '.join(str(err).split())[:200]}).") from None
+    def __init__(self, session, groups_1d: list[str], image_inputs: list[str], state: dict[str, tuple[int, int]],
+                 num_envs: int) -> None:
+        """``state``: recurrent input name -> (layers, hidden); the state of env e is ``[:, e, :]``."""
+        self.session = session
+        self.groups_1d = list(groups_1d)
+        self.image_inputs = list(image_inputs)
+        self.output_names = [o.name for o in session.get_outputs()]
+        self.state = {name: np.zeros((layers, num_envs, hidden), dtype=np.float32)
+                      for name, (layers, hidden) in state.items()}
+        self.state_outputs = {name: name.replace("_in", "_out") for name in state}
+
+    @classmethod
+    def for_policy(cls, path: str, policy, num_envs: int) -> OnnxActor:
+        """``path`` run in place of the checkpoint's torch ``policy``; its inputs must be the policy's."""
+        session = _onnx_session(path)
         reference = policy.as_onnx()
         expected = {name: tuple(x.shape) for name, x in zip(reference.input_names, reference.example_inputs)}
-        given = {i.name: tuple(i.shape) for i in self.session.get_inputs()}
-        problems = [f"input '{n}' missing" for n in expected if n not in given]
-        problems += [f"unexpected input '{n}'" for n in given if n not in expected]
-        for name, shape in expected.items():
-            if name in given and len(given[name]) == len(shape):
-                batch_axis = 1 if name in ("h_in", "c_in") else 0
-                for axis, (a, b) in enumerate(zip(given[name], shape)):
-                    if axis != batch_axis and isinstance(a, int) and a != b:
-                        problems.append(f"input '{name}' has shape {list(given[name])}, the policy needs "
-                                        f"{['batch' if i == batch_axis else d for i, d in enumerate(shape)]}")
-                        break
-            elif name in given:
-                problems.append(f"input '{name}' has {len(given[name])} dims, the policy needs {len(shape)}")
+        problems = _input_mismatches(expected, {i.name: tuple(i.shape) for i in session.get_inputs()})
         if problems:
             raise UserError(f"onnx={path} does not match the checkpoint's policy ({type(policy).__name__}): "
                             + "; ".join(problems) + ".")
-        self.np = np
-        self.groups_1d = list(policy.obs_groups_1d)
-        self.groups_2d = list(policy.obs_groups_2d)
-        self.image_inputs = [n for n in reference.input_names if n in self.groups_2d]
-        self.state_names = [n for n in reference.input_names if n in ("h_in", "c_in")]
-        self.output_names = [o.name for o in self.session.get_outputs()]
-        self.state = {}
-        for name in self.state_names:
-            layers, _, hidden = expected[name]
-            self.state[name] = np.zeros((layers, num_envs, hidden), dtype=np.float32)
+        groups_2d = list(policy.obs_groups_2d)
+        state = {n: (expected[n][0], expected[n][2]) for n in reference.input_names if n in ("h_in", "c_in")}
+        return cls(session, list(policy.obs_groups_1d), [n for n in reference.input_names if n in groups_2d], state,
+                   num_envs)
 
-    def __call__(self, obs):
-        import torch
+    @classmethod
+    def from_interface(cls, path: str, meta: dict, num_envs: int) -> OnnxActor:
+        """``path`` driven by its ``rlcore.*`` metadata alone (observation groups, recurrent state shapes)."""
+        session = _onnx_session(path)
+        state = {s["input"]: (int(s["shape"][0]), int(s["shape"][2])) for s in meta.get("recurrent_state") or []}
+        images = [i["name"] for i in meta["inputs"] if i["name"] not in state and i["name"] != "obs"]
+        groups = [g for g in meta["obs_groups"] if g not in images]
+        return cls(session, groups, images, state, num_envs)
 
+    def __call__(self, obs) -> torch.Tensor:
         feeds = {}
         if self.groups_1d:
             groups = self.groups_1d
@@ -88,8 +95,8 @@ class OnnxActor:
             feeds[name] = obs[name].detach().float().cpu().numpy()
         feeds.update(self.state)
         outputs = dict(zip(self.output_names, self.session.run(None, feeds)))
-        for name in self.state_names:
-            self.state[name] = outputs[name.replace("_in", "_out")]
+        for name, out in self.state_outputs.items():
+            self.state[name] = outputs[out]
         return torch.from_numpy(outputs["actions"])
 
     def reset(self, dones) -> None:
@@ -97,6 +104,37 @@ class OnnxActor:
             mask = dones.detach().cpu().numpy().astype(bool)
             for array in self.state.values():
                 array[:, mask, :] = 0.0
+
+
+def _onnx_session(path: str):
+    """An onnxruntime CPU session of ``path``; one clear line when the file is missing or not a model."""
+    try:
+        import onnxruntime as ort
+    except ImportError:  # pragma: no cover - onnxruntime is a dependency
+        raise UserError("onnx= needs onnxruntime: pip install onnxruntime") from None
+    if not os.path.isfile(path):
+        raise UserError(f"onnx={path}: no such file.")
+    try:
+        return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as err:
+        raise UserError(f"onnx={path}: onnxruntime cannot load it ({' '.join(str(err).split())[:200]}).") from None
+
+
+def _input_mismatches(expected: dict[str, tuple], given: dict[str, tuple]) -> list[str]:
+    """How the ONNX inputs ``given`` (name -> shape) differ from the policy's ``expected`` ones (batch axes free)."""
+    problems = [f"input '{n}' missing" for n in expected if n not in given]
+    problems += [f"unexpected input '{n}'" for n in given if n not in expected]
+    for name, shape in expected.items():
+        if name in given and len(given[name]) == len(shape):
+            batch_axis = 1 if name in ("h_in", "c_in") else 0
+            for axis, (a, b) in enumerate(zip(given[name], shape)):
+                if axis != batch_axis and isinstance(a, int) and a != b:
+                    problems.append(f"input '{name}' has shape {list(given[name])}, the policy needs "
+                                    f"{['batch' if i == batch_axis else d for i, d in enumerate(shape)]}")
+                    break
+        elif name in given:
+            problems.append(f"input '{name}' has {len(given[name])} dims, the policy needs {len(shape)}")
+    return problems
 
 
 class TorchActor:
@@ -112,9 +150,18 @@ class TorchActor:
         self.policy.reset(dones)
 
 
-def _scalar(value) -> float | None:
-    import torch
+@dataclass
+class PolicySource:
+    """What ``play`` runs: a checkpoint (its torch policy, or ``onnx=`` in its place), or an ONNX file alone."""
 
+    info: RunInfo  # the task to build (for an ONNX file alone: rebuilt from its interface)
+    make_actor: Callable  # (env, num_envs) -> actor
+    label: str  # for the start line
+    video_stem: str  # default video file name
+    video_dir: str  # default video folder
+
+
+def _scalar(value) -> float | None:
     try:
         if isinstance(value, torch.Tensor):
             if value.numel() == 0:
@@ -128,55 +175,119 @@ def _scalar(value) -> float | None:
 
 def play(args: dict) -> dict:
     """Run ``args`` (the keys of :class:`~rlcore.utils.config_schema.PlayCfg`); returns what was printed as data."""
-    import torch
+    episodes = _check_args(args)
+    device = check_device(args["device"])
+    if args.get("threads"):
+        torch.set_num_threads(int(args["threads"]))
+    seed_everything(int(args["seed"]))  # tasks that draw from the global generators replay the same way
+    source = policy_source(args, device)
+    if args.get("viewer"):
+        return view(source, args, device)
+    info = source.info
+    num_envs = int(args["num_envs"] or max(1, min(episodes, int(info.task.get("num_envs") or episodes))))
+    env = make_run_env(info, num_envs, device, int(args["seed"]))
+    if args["video"] and not callable(getattr(env, "render", None)):
+        raise UserError(f"video=true: task {info.task['name']} cannot render (its env has no render() method).")
+    actor = source.make_actor(env, num_envs)
+    max_len = int(torch.as_tensor(env.max_episode_length).max().item())
+    per_env = math.ceil(episodes / num_envs)  # each env contributes at most this many episodes
+    max_steps = int(args["max_steps"]) if args.get("max_steps") else per_env * max_len + 1
+    print(f"[rlcore] play: task={info.task['name']}, {source.label}, {num_envs} env(s), {episodes} episode(s), "
+          f"device={device}")
+    writer = None
+    if args["video"]:
+        video_path = args.get("video_file") or os.path.join(source.video_dir, "videos", f"{source.video_stem}.mp4")
+        period = control_period(env)
+        writer = VideoWriter(video_path, fps=float(args["video_fps"] or (1.0 / period if period else 30.0)))
+    try:
+        result = run_episodes(env, actor, device, episodes, per_env, max_steps, writer, args)
+    finally:
+        if writer is not None:
+            writer.close()
+    _print_summary(result, episodes, writer)
+    return result
 
-    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
 
-    if not args.get("checkpoint"):
-        raise UserError("play needs checkpoint=<model_<it>.pt or a run directory>, e.g. "
-                        "python -m rlcore.play checkpoint=logs/pendulum/<run>.")
+def _check_args(args: dict) -> int:
+    """The number of episodes; one clear line for what cannot run."""
+    sources = [k for k in ("checkpoint", "pretrained") if args.get(k)]
+    if not sources and not args.get("onnx"):
+        raise UserError("play needs checkpoint=<model_<it>.pt or a run directory>, onnx=<exported policy.onnx> or "
+                        f"pretrained=<name> ({', '.join(PRETRAINED)}), e.g. python -m rlcore.play "
+                        "checkpoint=logs/pendulum/<run>.")
+    if len(sources) > 1 or (args.get("pretrained") and args.get("onnx")):
+        raise UserError("pretrained= is a policy of its own: give it without checkpoint= or onnx=.")
     episodes = int(args["episodes"])
     if episodes < 1:
         raise UserError(f"episodes={episodes}: must be >= 1.")
     if args.get("num_envs") is not None and int(args["num_envs"]) < 1:
         raise UserError(f"num_envs={args['num_envs']}: must be >= 1.")
-    device = check_device(args["device"])
-    if args.get("threads"):
-        torch.set_num_threads(int(args["threads"]))
-    from rlcore.utils.checkpoint import seed_everything
+    return episodes
 
-    seed_everything(int(args["seed"]))  # tasks that draw from the global generators replay the same way
-    info = load_run(str(args["checkpoint"]))
-    if args.get("viewer"):
-        return view(info, args, device)
-    num_envs = int(args["num_envs"] or max(1, min(episodes, int(info.task.get("num_envs") or episodes))))
-    env = make_run_env(info, num_envs, device, int(args["seed"]))
-    if args["video"] and not callable(getattr(env, "render", None)):
-        raise UserError(f"video=true: task {info.task['name']} cannot render (its env has no render() method).")
-    policy = make_run_policy(info, env, device)
-    actor = OnnxActor(str(args["onnx"]), policy, num_envs) if args.get("onnx") else TorchActor(policy)
 
-    max_len = int(torch.as_tensor(env.max_episode_length).max().item())
-    per_env = math.ceil(episodes / num_envs)  # each env contributes at most this many episodes
-    max_steps = int(args["max_steps"]) if args.get("max_steps") else per_env * max_len + 1
-    source = f"onnx {args['onnx']}" if args.get("onnx") else f"torch {type(policy).__name__}"
-    print(f"[rlcore] play: task={info.task['name']}, checkpoint={info.checkpoint} (iteration "
-          f"{info.ckpt.get('iter', '?')}), policy={source}, {num_envs} env(s), {episodes} episode(s), device={device}")
+def policy_source(args: dict, device: str) -> PolicySource:
+    """The policy ``args`` name: a checkpoint's (torch, or its ``onnx=`` export), or an ONNX file alone
+    (``onnx=`` without a checkpoint, or ``pretrained=``) with the task rebuilt from the file's interface."""
+    if args.get("checkpoint"):
+        info = load_run(str(args["checkpoint"]))
+        onnx = args.get("onnx")
 
-    writer = None
-    video_path = None
-    if args["video"]:
-        from rlcore.utils.video import VideoWriter, render_frame
+        def make_actor(env, num_envs: int):
+            policy = make_run_policy(info, env, device)
+            return OnnxActor.for_policy(str(onnx), policy, num_envs) if onnx else TorchActor(policy)
 
-        stem = os.path.splitext(os.path.basename(info.checkpoint))[0]
-        video_path = args.get("video_file") or os.path.join(info.run_dir, "videos", f"{stem}.mp4")
-        period = control_period(env)
-        fps = float(args["video_fps"] or (1.0 / period if period else 30.0))
-        writer = VideoWriter(video_path, fps=fps)
+        model = (info.train_cfg.get(info.policy_set) or {}).get("class_name", "?")
+        label = (f"checkpoint={info.checkpoint} (iteration {info.ckpt.get('iter', '?')}), policy="
+                 + (f"onnx {onnx}" if onnx else f"torch {model}"))
+        return PolicySource(info, make_actor, label, os.path.splitext(os.path.basename(info.checkpoint))[0],
+                            info.run_dir)
+    path = pretrained_path(str(args["pretrained"])) if args.get("pretrained") else str(args["onnx"])
+    meta = onnx_interface(path)
+    if args.get("task") and args["task"] != meta["task"]:
+        raise UserError(f"task={args['task']}: {path} is a policy for task {meta['task']}; leave task= out or give "
+                        f"task={meta['task']}.")
+    info = RunInfo(checkpoint=path, ckpt={}, train_cfg={}, task={"name": meta["task"], "env": env_from_interface(meta)},
+                   run_dir=os.path.dirname(os.path.abspath(path)))
+    name = f"pretrained={args['pretrained']}" if args.get("pretrained") else f"onnx={path}"
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return PolicySource(info, lambda env, n: OnnxActor.from_interface(path, meta, n),
+                        f"{name} (onnxruntime, interface from the file)", stem, os.getcwd())
 
-    def record() -> None:
-        writer.write(render_frame(env, args["video_width"], args["video_height"], "video=true"))
 
+def onnx_interface(path: str) -> dict:
+    """The rlcore interface in ``path``'s metadata; one clear line when there is none or its task cannot be rebuilt."""
+    if not os.path.isfile(path):
+        raise UserError(f"onnx={path}: no such file.")
+    try:
+        meta = read_onnx_interface(path)
+    except Exception as err:
+        raise UserError(f"onnx={path}: cannot read it as an ONNX model ({' '.join(str(err).split())[:160]}).") from None
+    if not meta or "task" not in meta or "inputs" not in meta:
+        raise UserError(f"onnx={path} carries no rlcore interface (metadata_props); give the checkpoint it was "
+                        "exported from too: checkpoint=<run> onnx=<file>.")
+    if meta.get("robot") != "unitree_go2":
+        raise UserError(f"onnx={path} is a {meta['task']} policy; an ONNX file alone replays Go2 policies (their "
+                        "interface rebuilds the task); for other tasks give checkpoint=<run> onnx=<file>.")
+    return meta
+
+
+def env_from_interface(meta: dict) -> dict:
+    """Go2 env settings for replaying an ONNX file: its actuation, timing, observation layout and command ranges
+    (from the interface), on the nominal robot; the task's defaults for the rest."""
+    from tasks.go2.variants import overrides_from_interface  # only for a Go2 file; tasks load lazily
+
+    overrides = overrides_from_interface(meta, episode_s=20.0)
+    ranges = meta.get("command_ranges") or {}
+    commands = {k: ranges[k] for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw", "heading", "heading_command",
+                                       "zero_below") if k in ranges}
+    return {"sim": {k: v for k, v in overrides["sim"].items() if k != "threads"}, "control": overrides["control"],
+            "obs": overrides["obs"], "commands": commands, "domain_rand": overrides["domain_rand"]}
+
+
+def run_episodes(env, actor, device: str, episodes: int, per_env: int, max_steps: int, writer, args: dict) -> dict:
+    """Step ``env`` with ``actor`` until ``episodes`` have finished (at most ``per_env`` from each env) or
+    ``max_steps``; print each episode; returns returns, lengths, mean task metrics, steps (and the video path)."""
+    num_envs = env.num_envs
     returns = torch.zeros(num_envs, dtype=torch.float64)
     lengths = torch.zeros(num_envs, dtype=torch.long)
     counts = [0] * num_envs
@@ -184,43 +295,42 @@ def play(args: dict) -> dict:
     metric_sum: dict[str, float] = {}
     metric_n: dict[str, int] = {}
     steps = 0
-    try:
-        with torch.inference_mode():
-            obs = env.get_observations().to(device)
-            if writer is not None:
-                record()
-            while len(finished) < episodes and steps < max_steps:
-                actions = actor(obs)
-                obs, rewards, dones, extras = env.step(actions.to(env.device))
-                obs = obs.to(device)
-                dones = dones.to(torch.bool)
-                actor.reset(dones.to(device))
-                steps += 1
-                returns += rewards.detach().double().cpu()
-                lengths += 1
-                for key, value in (extras.get("log") or {}).items():
-                    v = _scalar(value)
-                    if v is not None:
-                        metric_sum[key] = metric_sum.get(key, 0.0) + v
-                        metric_n[key] = metric_n.get(key, 0) + 1
-                if writer is not None:
-                    record()
-                done_ids = dones.nonzero().flatten().cpu().tolist()
-                for i in done_ids:
-                    if counts[i] < per_env and len(finished) < episodes:
-                        counts[i] += 1
-                        finished.append((i, float(returns[i]), int(lengths[i])))
-                        print(f"episode {len(finished):3d}  env {i:3d}  return {float(returns[i]):12.3f}  "
-                              f"length {int(lengths[i])}")
-                    returns[i] = 0.0
-                    lengths[i] = 0
-    finally:
+    with torch.inference_mode():
+        obs = env.get_observations().to(device)
         if writer is not None:
-            writer.close()
-
+            writer.write(render_frame(env, args["video_width"], args["video_height"], "video=true"))
+        while len(finished) < episodes and steps < max_steps:
+            obs, rewards, dones, extras = env.step(actor(obs).to(env.device))
+            obs, dones = obs.to(device), dones.to(torch.bool)
+            actor.reset(dones.to(device))
+            steps += 1
+            returns += rewards.detach().double().cpu()
+            lengths += 1
+            for key, value in (extras.get("log") or {}).items():
+                v = _scalar(value)
+                if v is not None:
+                    metric_sum[key] = metric_sum.get(key, 0.0) + v
+                    metric_n[key] = metric_n.get(key, 0) + 1
+            if writer is not None:
+                writer.write(render_frame(env, args["video_width"], args["video_height"], "video=true"))
+            for i in dones.nonzero().flatten().cpu().tolist():
+                if counts[i] < per_env and len(finished) < episodes:
+                    counts[i] += 1
+                    finished.append((i, float(returns[i]), int(lengths[i])))
+                    print(f"episode {len(finished):3d}  env {i:3d}  return {float(returns[i]):12.3f}  "
+                          f"length {int(lengths[i])}")
+                returns[i] = 0.0
+                lengths[i] = 0
     result = {"returns": [r for _, r, _ in finished], "lengths": [n for _, _, n in finished],
               "metrics": {k: metric_sum[k] / metric_n[k] for k in sorted(metric_sum)}, "steps": steps,
-              "video": video_path}
+              "video": writer.path if writer is not None else None}
+    if not finished:
+        result["partial_return"] = float(returns.mean())
+    return result
+
+
+def _print_summary(result: dict, episodes: int, writer) -> None:
+    finished, steps = len(result["returns"]), result["steps"]
     if finished:
         rets = torch.tensor(result["returns"], dtype=torch.float64)
         std = float(rets.std()) if len(rets) > 1 else 0.0
@@ -228,39 +338,33 @@ def play(args: dict) -> dict:
               f"(min {float(rets.min()):.3f}, "
               f"max {float(rets.max()):.3f}); mean length {sum(result['lengths']) / len(result['lengths']):.1f}")
     else:
-        partial = float(returns.mean())
-        print(f"no episode finished within {steps} steps (max_steps); mean partial return {partial:.3f}")
-        result["partial_return"] = partial
-    if len(finished) < episodes and finished:
-        print(f"only {len(finished)} of {episodes} episodes finished within {steps} steps (raise max_steps=)")
+        print(f"no episode finished within {steps} steps (max_steps); mean partial return "
+              f"{result['partial_return']:.3f}")
+    if finished < episodes and finished:
+        print(f"only {finished} of {episodes} episodes finished within {steps} steps (raise max_steps=)")
     if result["metrics"]:
         print("task metrics (mean over the steps that reported them):")
         width = max(len(k) for k in result["metrics"])
         for key, value in result["metrics"].items():
             print(f"  {key:<{width}}  {value:.4f}")
-    if video_path is not None:
-        print(f"[rlcore] video: {video_path} ({writer.frames_written} frames, {writer.fps:g} fps)")
-    return result
+    if writer is not None:
+        print(f"[rlcore] video: {writer.path} ({writer.frames_written} frames, {writer.fps:g} fps)")
 
 
-def view(info, args: dict, device: str) -> dict:
-    """``viewer=true``: the checkpoint's policy (or ``onnx=``) driving one robot in MuJoCo's viewer, commands from
-    the keyboard; returns :func:`rlcore.viewer.run_viewer`'s summary."""
-    from rlcore.utils.run_files import make_run_policy
-    from rlcore.viewer import make_viewer_env, run_viewer
+def view(source: PolicySource, args: dict, device: str) -> dict:
+    """``viewer=true``: the policy driving one robot in MuJoCo's viewer, commands from the keyboard; returns
+    :func:`rlcore.viewer.run_viewer`'s summary."""
+    from rlcore.viewer import make_viewer_env, run_viewer  # glfw and MuJoCo's viewer: only for the window
 
     if args["video"]:
         raise UserError("viewer=true and video=true: choose one (the viewer shows the robot live; video=true records "
                         "an MP4 without a window).")
     if args.get("num_envs") not in (None, 1):
         raise UserError(f"num_envs={args['num_envs']}: the viewer runs one env; leave num_envs out.")
-    env = make_viewer_env(info, device, int(args["seed"]))
+    env = make_viewer_env(source.info, device, int(args["seed"]))
     try:
-        policy = make_run_policy(info, env, device)
-        actor = OnnxActor(str(args["onnx"]), policy, 1) if args.get("onnx") else TorchActor(policy)
-        source = f"onnx {args['onnx']}" if args.get("onnx") else f"torch {type(policy).__name__}"
-        print(f"[rlcore] play: task={info.task['name']}, checkpoint={info.checkpoint} (iteration "
-              f"{info.ckpt.get('iter', '?')}), policy={source}, viewer, device={device}")
+        actor = source.make_actor(env, 1)
+        print(f"[rlcore] play: task={source.info.task['name']}, {source.label}, viewer, device={device}")
         return run_viewer(env, actor, device, max_steps=args.get("max_steps"))
     finally:
         if callable(getattr(env, "close", None)):

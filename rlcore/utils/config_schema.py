@@ -265,18 +265,20 @@ class ExportFormat(Enum):
 
 @dataclass
 class PlayCfg:
-    """``python -m rlcore.play checkpoint=<path> [key=value ...]``."""
+    """``python -m rlcore.play checkpoint=<path> | onnx=<file> | pretrained=<name> [key=value ...]``."""
 
     checkpoint: Optional[str] = None  # model_<it>.pt or a run directory (its newest checkpoint)
+    pretrained: Optional[str] = None  # a policy shipped with rlcore (rlcore.pretrained.PRETRAINED), e.g. go2_flat
+    task: Optional[str] = None  # with pretrained= / onnx= alone: checked against the file's task (else unused)
     episodes: int = 10  # episodes to run and report
     num_envs: Optional[int] = None  # parallel envs (default: min(episodes, the task's num_envs))
     device: str = "cpu"  # where the policy and the env run
     seed: int = 0  # seeds the env and the generators
     max_steps: Optional[int] = None  # hard cap on env steps (default: enough for the episodes)
-    onnx: Optional[str] = None  # run this exported ONNX policy through onnxruntime instead of torch
+    onnx: Optional[str] = None  # an exported ONNX policy through onnxruntime (alone: Go2 task rebuilt from its metadata)
     video: bool = False  # write an MP4 of env 0 (needs env.render)
     viewer: bool = False  # MuJoCo's interactive viewer, keyboard velocity commands (go2 tasks; rlcore/viewer.py)
-    video_file: Optional[str] = None  # default: <checkpoint dir>/videos/<checkpoint name>.mp4
+    video_file: Optional[str] = None  # default: <checkpoint dir>/videos/<checkpoint name>.mp4 (./videos/ for a file alone)
     video_fps: Optional[float] = None  # default: 1 / the task's control period
     video_width: int = 640  # video width in pixels
     video_height: int = 480  # video height in pixels

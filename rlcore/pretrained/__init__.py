@@ -1,0 +1,50 @@
+"""Pretrained policies shipped with rlcore: exported ONNX files that carry their own interface.
+
+Each file was trained and exported by rlcore's own pipeline with the command recorded here, and carries its
+interface (joint order, gains, action scale, timing, observation layout, command ranges, recurrent state) in its
+``metadata_props``, so ``python -m rlcore.play pretrained=<name>`` and ``python -m rlcore.robustness`` rebuild
+the task from the file alone, with no checkpoint and no training::
+
+    python -m rlcore.play task=go2 pretrained=go2_flat video=true
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from rlcore.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """One shipped policy: its file (in this package), what it is, how it was made and how it measured."""
+
+    file: str  # ONNX file name in rlcore/pretrained/
+    task: str  # the task it was trained on (also in the file's metadata)
+    summary: str  # what the policy is
+    command: str  # the commands that reproduce it (training, then export)
+    robustness: str  # ``python -m rlcore.robustness`` on the file: its last line's figures
+
+
+PRETRAINED: dict[str, Pretrained] = {
+    "go2_flat": Pretrained(
+        file="go2_flat.onnx",
+        task="go2",
+        summary="PPO teacher on flat ground, MLP [128, 128, 128] over the policy group and its last 5 frames, trained "
+                "on randomised robots (task=go2 defaults)",
+        command="python -m rlcore.train task=go2 seed=1 runner.max_iterations=530 +task.env.obs.history_length=5 "
+                "'task.obs_groups.actor=[policy,policy_history]'; python -m rlcore.export checkpoint=<run> format=onnx",
+        robustness="nominal_err=0.059 mean_err=0.069 worst_err=0.130 falls=0/170",
+    ),
+}
+
+
+def pretrained_path(name: str) -> str:
+    """The shipped ONNX file of ``name``; a ConfigError listing the names when there is no such policy."""
+    if name not in PRETRAINED:
+        raise ConfigError(f"pretrained={name}: no such policy; shipped: {', '.join(PRETRAINED)}.")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), PRETRAINED[name].file)
+    if not os.path.isfile(path):  # pragma: no cover - a broken install
+        raise ConfigError(f"pretrained={name}: {path} is missing from this install; reinstall rlcore.")
+    return path
