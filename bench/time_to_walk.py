@@ -116,26 +116,38 @@ def with_policy(runner, fn, *args):
             actor.reset(hidden_state=hidden)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+def go2_training(seed: int, overrides: list[str], threads: int | None = None) -> tuple:
+    """``(cfg, train_cfg, env_kwargs, env)`` of a ``task=go2`` run (the default config plus ``overrides``, no
+    logger, no console log): the composed Hydra config, the runner's train config, the task's env settings and
+    the training env, with the global generators seeded as ``rlcore.train`` seeds them."""
     import torch
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from rlcore.runners import OnPolicyRunner
     from rlcore.train import build_train_cfg
     from rlcore.utils.checkpoint import seed_everything
     from tasks.registry import make_task
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if threads:
+        torch.set_num_threads(threads)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["task=go2", "logger=none", f"seed={args.seed}",
-                                           "runner.log_interval=1000000", *args.overrides])
-    seed_everything(args.seed)
+        cfg = compose("config", overrides=["task=go2", "logger=none", f"seed={seed}", "runner.log_interval=1000000",
+                                           *overrides])
+    seed_everything(seed)
     train_cfg = build_train_cfg(cfg)
     env_kwargs = OmegaConf.to_container(cfg.task.env, resolve=True) or {}
-    env = make_task(cfg.task.name, num_envs=int(cfg.task.num_envs), device="cpu", seed=args.seed, **env_kwargs)
+    env = make_task(cfg.task.name, num_envs=int(cfg.task.num_envs), device="cpu", seed=seed, **env_kwargs)
+    return cfg, train_cfg, env_kwargs, env
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    import torch
+
+    from rlcore.runners import OnPolicyRunner
+    from tasks.registry import make_task
+
+    cfg, train_cfg, env_kwargs, env = go2_training(args.seed, args.overrides, args.threads)
     eval_env = make_task(cfg.task.name, num_envs=args.eval_envs, device="cpu", seed=10_000 + args.seed, **env_kwargs)
     probe_kwargs = copy.deepcopy(env_kwargs)
     probe_kwargs.setdefault("commands", {}).update(heading_command=False, resampling_time=1e6)

@@ -20,10 +20,14 @@ import json
 import os
 import sys
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
+import numpy as np
 
 from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import ExportCfg
+from rlcore.utils.video import control_period
+
+# torch, onnxruntime and the run's task load inside the functions that use them, so that ``--help`` and a bad
+# argument answer at once (importing torch alone takes seconds).
 
 SUMMARY = ("Export a checkpoint's policy to ONNX or TorchScript with a JSON of its inputs, outputs, observation "
            "groups and normaliser, verified against the eager policy on recorded observations.")
@@ -85,8 +89,6 @@ def describe(policy, obs, fmt: str, info, output: str, env=None) -> dict:
                       "mean": [float(v) for v in norm.mean.flatten().tolist()],
                       "std": [float(v) for v in norm.std.flatten().tolist()],
                       "eps": float(norm.eps), "count": int(norm.count)}
-    from rlcore.play import control_period
-
     return {
         "format": fmt,
         "file": os.path.basename(output),
@@ -125,7 +127,6 @@ def _max_diff(a, b, rtol: float = 0.0) -> float:
 
 def verify_onnx(path: str, policy, recorded: list, reference: list, rtol: float = 0.0) -> tuple[float, int]:
     """``(max |onnx - eager|, step of the max)`` over the recorded stream, state carried through onnxruntime."""
-    import numpy as np
     import onnxruntime as ort
 
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -171,64 +172,22 @@ def export(args: dict) -> dict:
     """Run ``args`` (the keys of :class:`~rlcore.utils.config_schema.ExportCfg`); returns the JSON description."""
     import torch
 
-    from rlcore.utils.export import export_jit, export_onnx, policy_metadata
+    from rlcore.utils.checkpoint import seed_everything
     from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
 
-    if not args.get("checkpoint"):
-        raise UserError("export needs checkpoint=<model_<it>.pt or a run directory>, e.g. "
-                        "python -m rlcore.export checkpoint=logs/pendulum/<run> format=onnx.")
-    fmt = str(args["format"])
-    for key in ("num_envs", "verify_steps"):
-        if int(args[key]) < 1:
-            raise UserError(f"{key}={args[key]}: must be >= 1.")
-    if not float(args["atol"]) > 0 or float(args["rtol"]) < 0:
-        raise UserError(f"atol={args['atol']}, rtol={args['rtol']}: atol must be > 0 and rtol >= 0.")
-    device = check_device(args["device"])
+    fmt, device = _check_args(args)
     if args.get("threads"):
         torch.set_num_threads(int(args["threads"]))
-    from rlcore.utils.checkpoint import seed_everything
-
     seed_everything(int(args["seed"]))  # tasks that draw from the global generators replay the same way
     info = load_run(str(args["checkpoint"]))
     env = make_run_env(info, int(args["num_envs"]), device, int(args["seed"]))
     policy = make_run_policy(info, env, device)
     default_name = "policy.onnx" if fmt == "onnx" else "policy.pt"
-    output = args.get("output") or os.path.join(info.run_dir, "exported", default_name)
-    output = os.path.abspath(output)
+    output = os.path.abspath(args.get("output") or os.path.join(info.run_dir, "exported", default_name))
 
-    # 1. observations the policy really meets: the eager policy drives the task (recurrent state reset per episode)
-    recorded, observations = [], []
-    with torch.inference_mode():
-        obs = env.get_observations().to(device)
-        for _ in range(int(args["verify_steps"])):
-            observations.append(obs.clone())
-            recorded.append(policy_inputs(policy, obs))
-            actions = policy(obs, stochastic_output=False)
-            obs, _, dones, _ = env.step(actions.to(env.device))
-            obs = obs.to(device)
-            policy.reset(dones.to(device))
-        # 2. the eager reference on that stream, one continuous sequence per env from a zero state
-        policy.reset()
-        reference = [policy(o, stochastic_output=False).detach().float().cpu() for o in observations]
-        policy.reset()
-
-    # 3. write, then check the written file
-    rtol = float(args["rtol"])
-    if fmt == "onnx":
-        module = policy.as_onnx()
-        export_onnx(module, output, metadata=policy_metadata(module, policy, env, info.task["name"]))
-        worst, step = verify_onnx(output, policy, recorded, reference, rtol)
-    else:
-        export_jit(policy.as_jit(), output)
-        worst, step = verify_jit(output, recorded, reference, rtol)
-    atol = float(args["atol"])
-    if not worst <= atol:
-        failed = output + ".unverified"
-        os.replace(output, failed)
-        bound = f"atol {atol:g}" + (f" + rtol {rtol:g} x |eager|" if rtol else "")
-        raise ExportMismatch(f"the exported {fmt} policy does not reproduce the eager policy: max |exported - eager| "
-                             f"= {worst:.3g} > {bound} (step {step} of {len(recorded)} recorded steps); the file "
-                             f"was moved to {failed}.")
+    recorded, observations, reference = record_stream(policy, env, device, int(args["verify_steps"]))
+    rtol, atol = float(args["rtol"]), float(args["atol"])
+    worst = _write_and_verify(fmt, policy, env, info, output, recorded, reference, rtol, atol)
 
     meta = describe(policy, observations[0], fmt, info, output, env)
     meta["verification"] = {"recorded_steps": len(recorded), "num_envs": int(args["num_envs"]),
@@ -244,6 +203,66 @@ def export(args: dict) -> dict:
     print(f"[rlcore] description: {meta_path}")
     meta["path"], meta["json"] = output, meta_path
     return meta
+
+
+def _check_args(args: dict) -> tuple[str, str]:
+    """``(format, device)`` once every value of ``args`` is usable; a UserError (one line) names the first that
+    is not, before anything is loaded."""
+    if not args.get("checkpoint"):
+        raise UserError("export needs checkpoint=<model_<it>.pt or a run directory>, e.g. "
+                        "python -m rlcore.export checkpoint=logs/pendulum/<run> format=onnx.")
+    fmt = str(args["format"])
+    for key in ("num_envs", "verify_steps"):
+        if int(args[key]) < 1:
+            raise UserError(f"{key}={args[key]}: must be >= 1.")
+    if not float(args["atol"]) > 0 or float(args["rtol"]) < 0:
+        raise UserError(f"atol={args['atol']}, rtol={args['rtol']}: atol must be > 0 and rtol >= 0.")
+    return fmt, check_device(args["device"])
+
+
+def record_stream(policy, env, device: str, steps: int) -> tuple[list, list, list]:
+    """``(recorded inputs, observations, eager reference)`` for the check: first the observations the policy really
+    meets (the eager policy drives the task ``steps`` steps, recurrent state reset per episode), then the eager
+    policy's actions on that stream, one continuous sequence per env from a zero state."""
+    import torch
+
+    recorded, observations = [], []
+    with torch.inference_mode():
+        obs = env.get_observations().to(device)
+        for _ in range(steps):
+            observations.append(obs.clone())
+            recorded.append(policy_inputs(policy, obs))
+            actions = policy(obs, stochastic_output=False)
+            obs, _, dones, _ = env.step(actions.to(env.device))
+            obs = obs.to(device)
+            policy.reset(dones.to(device))
+        policy.reset()
+        reference = [policy(o, stochastic_output=False).detach().float().cpu() for o in observations]
+        policy.reset()
+    return recorded, observations, reference
+
+
+def _write_and_verify(fmt: str, policy, env, info, output: str, recorded: list, reference: list, rtol: float,
+                      atol: float) -> float:
+    """Write the ``fmt`` file to ``output`` and return ``max |file - eager|`` on the recorded stream; beyond the
+    tolerance, move the file to ``<output>.unverified`` and raise :class:`ExportMismatch`."""
+    from rlcore.utils.export import export_jit, export_onnx, policy_metadata
+
+    if fmt == "onnx":
+        module = policy.as_onnx()
+        export_onnx(module, output, metadata=policy_metadata(module, policy, env, info.task["name"]))
+        worst, step = verify_onnx(output, policy, recorded, reference, rtol)
+    else:
+        export_jit(policy.as_jit(), output)
+        worst, step = verify_jit(output, recorded, reference, rtol)
+    if not worst <= atol:
+        failed = output + ".unverified"
+        os.replace(output, failed)
+        bound = f"atol {atol:g}" + (f" + rtol {rtol:g} x |eager|" if rtol else "")
+        raise ExportMismatch(f"the exported {fmt} policy does not reproduce the eager policy: max |exported - eager| "
+                             f"= {worst:.3g} > {bound} (step {step} of {len(recorded)} recorded steps); the file "
+                             f"was moved to {failed}.")
+    return worst
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,8 +22,12 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 
+import yaml
+
+import rlcore
 from rlcore.errors import ConfigError
-from rlcore.utils.diagnosis import Finding, diagnose, load_scalars
+from rlcore.utils.cli import user_errors
+from rlcore.utils.diagnosis import Finding, diagnose, format_findings, load_scalars
 
 USAGE = """usage: python -m rlcore.report <run dir> [<run dir> ...] [--out FILE]
 
@@ -103,8 +107,6 @@ def find_runs(paths: list[str]) -> list[str]:
 
 def read_config(run_dir: str) -> dict:
     """The run's resolved ``config.yaml`` (or Hydra's ``.hydra/config.yaml``); {} when it has none."""
-    import yaml
-
     for name in ("config.yaml", os.path.join(".hydra", "config.yaml")):
         path = os.path.join(run_dir, name)
         if os.path.isfile(path):
@@ -248,70 +250,100 @@ class Series:
     hi: list[float] | None = None
 
 
-def render_chart(index: int, tag: str, series: list[Series], markers: list[Finding]) -> tuple[str, dict]:
-    """The SVG of one chart and its hover data (``{"x0", "x1", "left", "right", "series"}``)."""
-    xs = [x for s in series for x in s.x]
-    ys = [y for s in series for y in s.y + (s.lo or []) + (s.hi or []) if math.isfinite(y)]
-    x0, x1 = (min(xs), max(xs)) if xs else (0, 1)
-    if x1 == x0:
-        x0, x1 = x0 - 1, x1 + 1
-    y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
-    log = tag.startswith("Loss/") and y0 > 0 and y1 / y0 > 1e3  # a loss that explodes spans decades
-    if log:
-        y0, y1 = math.log10(y0), math.log10(y1)
-    pad = (y1 - y0) * 0.05 or (abs(y0) * 0.1 or 1.0)
-    y0, y1 = y0 - pad, y1 + pad
+@dataclass
+class _Scale:
+    """A chart's data ranges ``[x0, x1] x [y0, y1]`` and the map from data to SVG coordinates of the plot area;
+    ``log``: y is drawn on a log10 scale (y0 and y1 are then decades)."""
 
-    def px(x: float) -> float:
-        return LEFT + (x - x0) / (x1 - x0) * (RIGHT - LEFT)
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    log: bool
 
-    def py(y: float) -> float:
-        y = math.log10(y) if log else y
-        return BOTTOM - (y - y0) / (y1 - y0) * (BOTTOM - TOP)
+    @classmethod
+    def fit(cls, tag: str, series: list[Series]) -> _Scale:
+        """The ranges of every finite value of ``series`` (bands included), y padded by 5 %; a loss that explodes
+        (spans over three decades) on a log scale."""
+        xs = [x for s in series for x in s.x]
+        ys = [y for s in series for y in s.y + (s.lo or []) + (s.hi or []) if math.isfinite(y)]
+        x0, x1 = (min(xs), max(xs)) if xs else (0, 1)
+        if x1 == x0:
+            x0, x1 = x0 - 1, x1 + 1
+        y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
+        log = tag.startswith("Loss/") and y0 > 0 and y1 / y0 > 1e3  # a loss that explodes spans decades
+        if log:
+            y0, y1 = math.log10(y0), math.log10(y1)
+        pad = (y1 - y0) * 0.05 or (abs(y0) * 0.1 or 1.0)
+        return cls(x0, x1, y0 - pad, y1 + pad, log)
 
-    def path(x: list[int], y: list[float]) -> str:
+    def px(self, x: float) -> float:
+        return LEFT + (x - self.x0) / (self.x1 - self.x0) * (RIGHT - LEFT)
+
+    def py(self, y: float) -> float:
+        y = math.log10(y) if self.log else y
+        return BOTTOM - (y - self.y0) / (self.y1 - self.y0) * (BOTTOM - TOP)
+
+    def path(self, x: list[int], y: list[float]) -> str:
+        """An SVG path through the points; a gap at every non-finite value (and non-positive one on a log scale)."""
         parts, pen = [], "M"
         for a, b in zip(x, y):
-            if not math.isfinite(b) or (log and b <= 0):
+            if not math.isfinite(b) or (self.log and b <= 0):
                 pen = "M"
                 continue
-            parts.append(f"{pen}{px(a):.1f},{py(b):.1f}")
+            parts.append(f"{pen}{self.px(a):.1f},{self.py(b):.1f}")
             pen = "L"
         return " ".join(parts)
 
+
+def render_chart(index: int, tag: str, series: list[Series], markers: list[Finding]) -> tuple[str, dict]:
+    """The SVG of one chart and its hover data (``{"x0", "x1", "left", "right", "series"}``)."""
+    scale = _Scale.fit(tag, series)
     out = [f'<svg class="chart" data-chart="{index}" viewBox="0 0 {W} {H}" role="img" '
            f'aria-label="{html.escape(tag)}">', f'<rect x="{LEFT}" y="{TOP}" width="{RIGHT - LEFT}" '
            f'height="{BOTTOM - TOP}" class="plot"/>']
-    yt = [10 ** e for e in range(math.ceil(y0), math.floor(y1) + 1)] if log else _ticks(y0, y1)
-    if log and len(yt) < 2:
-        yt = [10 ** t for t in _ticks(y0, y1, 3)]
-    for t in yt:
-        out.append(f'<line x1="{LEFT}" x2="{RIGHT}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="grid"/>'
-                   f'<text x="{LEFT - 4}" y="{py(t) + 3:.1f}" class="yt">{_label(t)}</text>')
-    for t in _ticks(x0, x1):
-        if t == int(t):
-            out.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{BOTTOM}" y2="{BOTTOM + 4}" class="axis"/>'
-                       f'<text x="{px(t):.1f}" y="{BOTTOM + 15}" class="xt">{int(t)}</text>')
-    out.append(f'<text x="{RIGHT}" y="{H - 2}" class="xl">iteration{" (log y)" if log else ""}</text>')
+    out += _axes_svg(scale)
     hover = []
     for s in series:
-        if s.lo is not None and s.hi is not None and any(a != b for a, b in zip(s.lo, s.hi)):
-            bx, lo, hi = _downsample(s.x, s.lo, s.hi, how=("min", "max"))
-            top = path(bx, hi)
-            bottom = path(bx[::-1], lo[::-1]).replace("M", "L", 1)
-            if top and bottom and (not log or all(v > 0 for v in lo)):
-                out.append(f'<path d="{top} {bottom} Z" fill="{s.color}" class="band"/>')
-        dx, dy = _downsample(s.x, s.y)
-        out.append(f'<path d="{path(dx, dy)}" stroke="{s.color}" class="line"><title>{html.escape(s.name)}</title>'
-                   "</path>")
-        hover.append({"name": s.name, "color": s.color, "x": dx, "y": [y if math.isfinite(y) else None for y in dy]})
-    for f in markers:
-        if x0 <= f.iteration <= x1:
-            x = px(f.iteration)
-            out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{BOTTOM}" class="mark {f.severity}">'
-                       f"<title>{html.escape(f.rule)} at iteration {f.iteration}</title></line>")
+        svg, data = _series_svg(scale, s)
+        out += svg
+        hover.append(data)
+    out += [f'<line x1="{scale.px(f.iteration):.1f}" x2="{scale.px(f.iteration):.1f}" y1="{TOP}" y2="{BOTTOM}" '
+            f'class="mark {f.severity}"><title>{html.escape(f.rule)} at iteration {f.iteration}</title></line>'
+            for f in markers if scale.x0 <= f.iteration <= scale.x1]
     out.append(f'<line class="cursor" x1="0" x2="0" y1="{TOP}" y2="{BOTTOM}" visibility="hidden"/></svg>')
-    return "".join(out), {"x0": x0, "x1": x1, "left": LEFT, "right": RIGHT, "series": hover}
+    return "".join(out), {"x0": scale.x0, "x1": scale.x1, "left": LEFT, "right": RIGHT, "series": hover}
+
+
+def _axes_svg(scale: _Scale) -> list[str]:
+    """Grid lines and labels of the y ticks (decades on a log scale), the integer x ticks, the x axis title."""
+    y0, y1, py, px = scale.y0, scale.y1, scale.py, scale.px
+    yt = [10 ** e for e in range(math.ceil(y0), math.floor(y1) + 1)] if scale.log else _ticks(y0, y1)
+    if scale.log and len(yt) < 2:
+        yt = [10 ** t for t in _ticks(y0, y1, 3)]
+    out = [f'<line x1="{LEFT}" x2="{RIGHT}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="grid"/>'
+           f'<text x="{LEFT - 4}" y="{py(t) + 3:.1f}" class="yt">{_label(t)}</text>' for t in yt]
+    out += [f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{BOTTOM}" y2="{BOTTOM + 4}" class="axis"/>'
+            f'<text x="{px(t):.1f}" y="{BOTTOM + 15}" class="xt">{int(t)}</text>'
+            for t in _ticks(scale.x0, scale.x1) if t == int(t)]
+    out.append(f'<text x="{RIGHT}" y="{H - 2}" class="xl">iteration{" (log y)" if scale.log else ""}</text>')
+    return out
+
+
+def _series_svg(scale: _Scale, s: Series) -> tuple[list[str], dict]:
+    """One series' min-max band (groups of runs, where it has width) and its line, both downsampled, and the
+    line's hover data."""
+    out = []
+    if s.lo is not None and s.hi is not None and any(a != b for a, b in zip(s.lo, s.hi)):
+        bx, lo, hi = _downsample(s.x, s.lo, s.hi, how=("min", "max"))
+        top = scale.path(bx, hi)
+        bottom = scale.path(bx[::-1], lo[::-1]).replace("M", "L", 1)
+        if top and bottom and (not scale.log or all(v > 0 for v in lo)):
+            out.append(f'<path d="{top} {bottom} Z" fill="{s.color}" class="band"/>')
+    dx, dy = _downsample(s.x, s.y)
+    out.append(f'<path d="{scale.path(dx, dy)}" stroke="{s.color}" class="line"><title>{html.escape(s.name)}</title>'
+               "</path>")
+    return out, {"name": s.name, "color": s.color, "x": dx, "y": [y if math.isfinite(y) else None for y in dy]}
 
 
 def _tag_key(tag: str) -> tuple:
@@ -499,8 +531,6 @@ def build_html(runs: list[Run]) -> str:
         legend += ("<br><small>Groups of several runs: their mean, with the min-max band.</small>"
                    if any(len(g) > 1 for _, g in groups) else "") + "</p>"
     names = ", ".join(r.name for r in runs)
-    import rlcore
-
     sections = "".join(f'<h3>{title}</h3><div class="grid-charts">{"".join(cards)}</div>'
                        for title, cards in charts.items() if cards)
     data = json.dumps(hover_data, separators=(",", ":")).replace("</", "<\\/")
@@ -568,9 +598,6 @@ def parse_args(argv: list[str]) -> tuple[list[str], str | None]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m rlcore.report`` and ``rlcore-report``."""
-    from rlcore.utils.cli import user_errors
-    from rlcore.utils.diagnosis import format_findings
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
         print(USAGE)

@@ -28,10 +28,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
+import numpy as np
 
 from rlcore.errors import ConfigError
-from rlcore.utils.cli import UserError, parse_key_values, user_errors
+from rlcore.utils.cli import UserError, parse_key_values, usage, user_errors
+
+# torch, onnxruntime and the Go2 task (MuJoCo) load inside the functions that use them, so that ``--help`` and a
+# bad argument answer at once.
 
 SUMMARY = ("Run an exported Go2 ONNX policy (onnxruntime only; its interface from the file's metadata) on a grid of "
            "robot variants x probe commands in MuJoCo; print velocity errors and falls per case and variant.")
@@ -131,10 +134,7 @@ def evaluate(policy: str, variants: Sequence | None = None,
         ``cases`` (a dict per case), ``variants`` (a dict per variant name), ``nominal_err``, ``mean_err``,
         ``worst_err``, ``worst_variant``, ``falls``, ``unstable``, ``cases_n``, ``wall_s``, ``policy``.
     """
-    import numpy as np
-    import torch
-
-    from tasks.go2.variants import ROBUSTNESS_GRID, Go2VariantEnv, describe
+    from tasks.go2.variants import ROBUSTNESS_GRID
 
     start = time.perf_counter()
     path = resolve_policy(str(policy))
@@ -147,22 +147,49 @@ def evaluate(policy: str, variants: Sequence | None = None,
         raise UserError(f"settle_s={settle_s}, measure_s={measure_s}: need settle_s >= 0 and measure_s > 0.")
     control_dt = meta["physics_dt"] * meta["decimation"]
     settle, measured = round(settle_s / control_dt), max(1, round(measure_s / control_dt))
-    n_var, n_cmd = len(variants), len(commands)
-    n = n_var * n_cmd
+    env = _grid_env(path, meta, len(variants) * len(commands), (settle + measured + 50) * control_dt, threads,
+                    solver_iterations)
+    run = _run_grid(env, path, meta, variants, commands, settle, measured)
+    result = {"policy": path, **_summarise(run, variants, commands)}
+    result["wall_s"] = time.perf_counter() - start
+    _report(result, meta, variants, commands, settle * control_dt, measured * control_dt, table, out)
+    return result
+
+
+def _grid_env(path: str, meta: dict, n: int, episode_s: float, threads: int | None, solver_iterations: int | None):
+    """The Go2 task as ``meta`` (the file's interface) describes it, with ``n`` envs; a UserError when this task
+    cannot be that (another robot or observation layout)."""
+    from tasks.go2.variants import Go2VariantEnv
+
     try:
-        env = Go2VariantEnv.from_interface(meta, n, episode_s=(settle + measured + 50) * control_dt, threads=threads,
-                                           solver_iterations=solver_iterations)
+        return Go2VariantEnv.from_interface(meta, n, episode_s=episode_s, threads=threads,
+                                            solver_iterations=solver_iterations)
     except ConfigError as err:  # the file describes another robot or layout than this task (not a bug here)
         raise UserError(f"{path}: {' '.join(str(err).split())[:300]}; re-export it with this rlcore.") from None
+
+
+def _run_grid(env, path: str, meta: dict, variants: list, commands: list, settle: int, measured: int) -> dict:
+    """Env ``e`` gets variant ``e // C`` and command ``e % C`` (C commands); all run closed-loop at once
+    (:func:`_closed_loop`'s results). Closes ``env``."""
+    import torch
+
     try:
-        env.assign_variants(variants, np.repeat(np.arange(n_var), n_cmd))  # env e: variant e // C, command e % C
-        env.commands[:] = torch.tensor([c for _, c in commands], dtype=torch.float32).repeat(n_var, 1)  # [N, 3]
-        run = _closed_loop(env, _session(path), meta, settle, measured)
+        env.assign_variants(variants, np.repeat(np.arange(len(variants)), len(commands)))
+        cmd = torch.tensor([c for _, c in commands], dtype=torch.float32)  # [C, 3]
+        env.commands[:] = cmd.repeat(len(variants), 1)  # [N, 3]
+        return _closed_loop(env, _session(path), meta, settle, measured)
     finally:
         env.close()
 
+
+def _summarise(run: dict, variants: list, commands: list) -> dict:
+    """The grid's results from the closed-loop arrays: ``cases`` (one dict per env), ``variants`` (per variant: mean
+    errors over its commands, falls) and the summary figures of :func:`evaluate`'s return value."""
+    from tasks.go2.variants import describe
+
+    n_cmd = len(commands)
     cases = []
-    for e in range(n):
+    for e in range(len(variants) * n_cmd):
         v, c = variants[e // n_cmd], commands[e % n_cmd]
         fall_time = float(run["fall_time"][e])
         cases.append({"variant": v.name, "command": c[0], "cmd": list(c[1]), "vel": run["vel"][e].tolist(),
@@ -178,13 +205,10 @@ def evaluate(policy: str, variants: Sequence | None = None,
                                "changes": describe(v)}
     errs = {name: r["err"] for name, r in per_variant.items()}
     worst = max(errs, key=errs.get)
-    result = {"policy": path, "cases": cases, "variants": per_variant,
-              "nominal_err": errs.get("nominal", float("nan")), "mean_err": float(np.mean(list(errs.values()))),
-              "worst_err": errs[worst], "worst_variant": worst, "falls": int(run["fallen"].sum()),
-              "unstable": int(run["unstable"].sum()),
-              "cases_n": n, "wall_s": time.perf_counter() - start}
-    _report(result, meta, variants, commands, settle * control_dt, measured * control_dt, table, out)
-    return result
+    return {"cases": cases, "variants": per_variant,
+            "nominal_err": errs.get("nominal", float("nan")), "mean_err": float(np.mean(list(errs.values()))),
+            "worst_err": errs[worst], "worst_variant": worst, "falls": int(run["fallen"].sum()),
+            "unstable": int(run["unstable"].sum()), "cases_n": len(cases)}
 
 
 def _closed_loop(env, session, meta: dict, settle: int, measured: int) -> dict:
@@ -194,7 +218,6 @@ def _closed_loop(env, session, meta: dict, settle: int, measured: int) -> dict:
     ``err_xy``, ``err_yaw`` (mean measured errors), ``fallen``, ``unstable`` (the fall was a physics failure or a
     non-finite action) and ``fall_time`` (seconds, NaN if none).
     """
-    import numpy as np
     import torch
 
     n = env.num_envs
@@ -298,8 +321,6 @@ def _report(result: dict, meta: dict, variants: list, commands: list, settle_s: 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m rlcore.robustness`` and ``rlcore-robustness``."""
-    from rlcore.utils.cli import usage
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
         text = usage("robustness", RobustnessCfg, SUMMARY)

@@ -16,11 +16,10 @@ Under ``torchrun`` every rank runs this module; rank 0 picks the run directory a
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import sys
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting OpenMP threads
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,9 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlcore.utils import registry
-from rlcore.utils.cli import UserError, check_device, config_dir, is_main_process, user_errors
+from rlcore.utils.cli import UserError, check_device, compose, config_dir, is_main_process, user_errors
 from rlcore.utils.config_check import validate_config
 from rlcore.utils.config_schema import LEARN_ARGUMENTS, RUNNER_LOGGER_KEYS
+
+# torch, the runner and the tasks load inside the functions that use them, so that a bad command is refused in
+# one line before torch (seconds to import) is loaded.
 
 CONF_DIR = config_dir()
 
@@ -141,8 +143,6 @@ def prepare(cfg) -> TrainPlan:
     Raises:
         UserError / ConfigError: one line saying what is wrong and how to fix it.
     """
-    import importlib.util
-
     from rlcore.runners.evaluation import check_settings
 
     source = _plain_config(cfg)
@@ -331,8 +331,6 @@ def _remove_empty_run_dir(path: str | None) -> None:
     ``train.log`` only ever holds third-party ``logging`` records (rlcore prints, it does not log), e.g. the
     INFO line PyOpenGL emits when a MuJoCo task imports it, so a non-empty one does not make the run real.
     """
-    import shutil
-
     if not path or not os.path.isdir(path):
         return
     if set(os.listdir(path)) <= {".hydra", "train.log"}:
@@ -370,8 +368,6 @@ def main(argv: list[str] | None = None) -> None:
     _planned.clear()
     if not any(arg.startswith("-") for arg in argv):
         with user_errors():
-            from rlcore.utils.cli import compose
-
             hydra_cfg = compose(argv, return_hydra_config=True)
             plan = prepare(hydra_cfg)
             argv = argv + _distributed_overrides(hydra_cfg, plan, argv)

@@ -41,7 +41,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+import glfw
+import mujoco
+import mujoco.viewer
+import numpy as np
+import torch
+
 from rlcore.errors import ConfigError
+from rlcore.utils.run_files import make_run_env
+from rlcore.utils.video import control_period
 
 # GLFW key codes (what mujoco.viewer's key_callback receives).
 KEY_SPACE, KEY_E, KEY_Q = 32, 69, 81
@@ -119,9 +127,6 @@ class KeyCommands:
 # ============================================================================ the env
 def check_viewer_env(env, task: str) -> None:
     """Raise ConfigError (one line) unless ``env`` is a MuJoCo task with velocity commands the viewer can drive."""
-    import mujoco
-    import torch
-
     sim = getattr(env, "sim", None)
     missing = []
     commands = getattr(env, "commands", None)
@@ -146,8 +151,6 @@ def _merged(base: dict, over: dict) -> dict:
 
 def make_viewer_env(info, device: str, seed: int):
     """The checkpoint's task (a :class:`~rlcore.utils.run_files.RunInfo`) as one env for the viewer (see module doc)."""
-    from rlcore.utils.run_files import make_run_env
-
     task = str(info.task["name"])
     viewer_info = copy.copy(info)
     viewer_info.task = {**info.task, "env": _merged(dict(info.task.get("env") or {}), VIEWER_ENV)}
@@ -167,8 +170,6 @@ def check_display() -> None:
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         raise ConfigError("viewer=true needs a display and DISPLAY is not set: run it on a desktop, over ssh -X, or "
                           "under xvfb-run; on a headless machine record a video instead (video=true).")
-    import glfw
-
     errors: list[str] = []
     glfw.set_error_callback(lambda code, text: errors.append(text.decode() if isinstance(text, bytes) else str(text)))
     if not glfw.init():
@@ -178,8 +179,6 @@ def check_display() -> None:
 
 def _free_joint(model) -> tuple[int, int]:
     """``(qpos address, body id)`` of the model's first free joint (the robot's base)."""
-    import mujoco
-
     for j in range(model.njnt):
         if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
             return int(model.jnt_qposadr[j]), int(model.jnt_bodyid[j])
@@ -190,9 +189,6 @@ def draw_guides(scn, model, data, base_adr: int, command: Sequence[float], grid:
     """Fill ``scn`` (the viewer's ``user_scn``) with what the scene lacks for driving by hand: the commanded planar
     velocity (green arrow, turned from the base frame to the world) and the base's actual one (blue) above the
     robot, and on a plane a 1 m grid around it (the camera follows the robot: a bare plane would show no motion)."""
-    import mujoco
-    import numpy as np
-
     pos = np.array(data.qpos[base_adr:base_adr + 3], dtype=np.float64)
     w, x, y, z = data.qpos[base_adr + 3:base_adr + 7]
     yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
@@ -232,124 +228,163 @@ def run_viewer(env, actor, device: str = "cpu", max_steps: int | None = None, st
 
     Returns ``steps``, ``sim_time``, ``wall_time``, ``realtime_factor``, ``resets`` and the last ``command``.
     """
-    import mujoco
-    import mujoco.viewer
-    import torch
+    run = _ViewerRun(env, actor, device, status_path or os.environ.get(STATUS_ENV) or None)
+    keys = run.keys
+    out(f"[rlcore] viewer: Up/Down vx, Left/Right vy, Q/E yaw rate (steps {keys.step[0]:g}, {keys.step[1]:g}, "
+        f"{keys.step[2]:g}), Space stop, Backspace reset; close the window or Ctrl+Q to quit")
+    try:
+        with torch.inference_mode():
+            run.loop(max_steps)
+    finally:
+        result = run.close()
+    out(f"[rlcore] viewer closed: {result['step']} steps, {result['sim_time']:.1f} s simulated in "
+        f"{result['wall_time']:.1f} s ({result['realtime_factor']:.2f}x real time), {result['resets']} reset(s), "
+        f"last command {keys.command}")
+    return result
 
-    from rlcore.utils.video import control_period
 
-    status_path = status_path or os.environ.get(STATUS_ENV) or None
-    keys = KeyCommands.from_interface(env.deployment_interface())
-    model = env.sim.model
-    data = mujoco.MjData(model)
-    base_adr, base_body = _free_joint(model)
-    plane = bool((model.geom_type == mujoco.mjtGeom.mjGEOM_PLANE).any())
-    dt = control_period(env) or 0.02
-    check_display()
-
-    pressed: queue.SimpleQueue[int] = queue.SimpleQueue()
+def _launch(model, data, on_key: Callable[[int], None]) -> tuple:
+    """MuJoCo's passive viewer on ``model`` / ``data`` (key presses go to ``on_key``) and the threads it started
+    (joined at the end, so that its render thread finishes before the interpreter tears GLFW down)."""
     before = set(threading.enumerate())
     try:
-        viewer = mujoco.viewer.launch_passive(model, data, key_callback=pressed.put, show_left_ui=False,
+        viewer = mujoco.viewer.launch_passive(model, data, key_callback=on_key, show_left_ui=False,
                                               show_right_ui=False)
     except RuntimeError as err:  # macOS: a passive viewer needs MuJoCo's mjpython launcher
         if "mjpython" not in str(err):
             raise
         raise ConfigError("viewer=true on macOS runs under MuJoCo's launcher: mjpython -m rlcore.play ...") from None
-    viewer_threads = [t for t in threading.enumerate() if t not in before]
-    # Q and E toggle visualisation flags in MuJoCo's viewer too: keep those flags as they are.
-    letters = {chr(k) for k in BINDINGS if chr(k).isalpha()}
-    pinned = [i for i, row in enumerate(mujoco.mjVISSTRING) if row[2] in letters]
-    flags = viewer.opt.flags.copy()
-    with viewer.lock():
-        viewer.cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-        viewer.cam.trackbodyid = base_body
-        viewer.cam.distance, viewer.cam.elevation, viewer.cam.azimuth = 2.5, -25.0, 135.0
+    return viewer, [t for t in threading.enumerate() if t not in before]
 
-    def set_command() -> None:
-        env.commands[0] = torch.tensor(keys.command, dtype=env.commands.dtype, device=env.commands.device)
 
-    steps = resets = handled = 0
-    shown = None
-    start = time.perf_counter()
-    result: dict = {}
+class _ViewerRun:
+    """One viewer session of :func:`run_viewer`: env and policy, the window and its key queue, and the counters the
+    status reports. Each part of a loop iteration (keys, env step, drawing, pacing) is one method."""
 
-    def report(running: bool) -> dict:
-        wall = time.perf_counter() - start
-        w, x, y, z = (float(v) for v in data.qpos[base_adr + 3:base_adr + 7])
-        status = {"running": running, "step": steps, "sim_time": steps * dt, "wall_time": wall,
-                  "realtime_factor": steps * dt / wall if wall > 0 else 0.0, "command": list(keys.command),
-                  "base_pos": [float(v) for v in data.qpos[base_adr:base_adr + 3]],
-                  "base_yaw": math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)), "resets": resets,
-                  "episode_step": int(env.episode_length_buf[0]),
-                  "keys_handled": handled, "overlay": list(shown or ("", ""))}
-        if status_path:
-            _write_status(status_path, status)
+    def __init__(self, env, actor, device: str, status_path: str | None) -> None:
+        self.env, self.actor, self.device, self.status_path = env, actor, device, status_path
+        self.keys = KeyCommands.from_interface(env.deployment_interface())
+        self.model = env.sim.model
+        self.data = mujoco.MjData(self.model)
+        self.base_adr, base_body = _free_joint(self.model)
+        self.plane = bool((self.model.geom_type == mujoco.mjtGeom.mjGEOM_PLANE).any())
+        self.dt = control_period(env) or 0.02
+        check_display()
+        self.pressed: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.viewer, self.viewer_threads = _launch(self.model, self.data, self.pressed.put)
+        # Q and E toggle visualisation flags in MuJoCo's viewer too: keep those flags as they are.
+        letters = {chr(k) for k in BINDINGS if chr(k).isalpha()}
+        self.pinned = [i for i, row in enumerate(mujoco.mjVISSTRING) if row[2] in letters]
+        self.flags = self.viewer.opt.flags.copy()
+        with self.viewer.lock():
+            cam = self.viewer.cam
+            cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+            cam.trackbodyid = base_body
+            cam.distance, cam.elevation, cam.azimuth = 2.5, -25.0, 135.0
+        self.steps = self.resets = self.handled = 0
+        self.shown: tuple[str, str] | None = None
+        self.start = time.perf_counter()
+
+    def set_command(self) -> None:
+        """Write the keys' command into env 0 (the env never resamples it: see ``VIEWER_ENV``)."""
+        commands = self.env.commands
+        commands[0] = torch.tensor(self.keys.command, dtype=commands.dtype, device=commands.device)
+
+    def status(self, running: bool) -> dict:
+        """The state scripts and tests read (module doc), also written to ``status_path`` when one is set."""
+        wall = time.perf_counter() - self.start
+        adr, qpos = self.base_adr, self.data.qpos
+        w, x, y, z = (float(v) for v in qpos[adr + 3:adr + 7])
+        status = {"running": running, "step": self.steps, "sim_time": self.steps * self.dt, "wall_time": wall,
+                  "realtime_factor": self.steps * self.dt / wall if wall > 0 else 0.0,
+                  "command": list(self.keys.command), "base_pos": [float(v) for v in qpos[adr:adr + 3]],
+                  "base_yaw": math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)), "resets": self.resets,
+                  "episode_step": int(self.env.episode_length_buf[0]),
+                  "keys_handled": self.handled, "overlay": list(self.shown or ("", ""))}
+        if self.status_path:
+            _write_status(self.status_path, status)
         return status
 
-    out(f"[rlcore] viewer: Up/Down vx, Left/Right vy, Q/E yaw rate (steps {keys.step[0]:g}, {keys.step[1]:g}, "
-        f"{keys.step[2]:g}), Space stop, Backspace reset; close the window or Ctrl+Q to quit")
-    try:
-        with torch.inference_mode():
-            set_command()
-            obs = env.get_observations().to(device)
-            deadline = time.perf_counter()
-            while viewer.is_running() and (max_steps is None or steps < int(max_steps)):
-                changed = reset = False
-                while True:
-                    try:
-                        action = keys.press(pressed.get_nowait())
-                    except queue.Empty:
-                        break
-                    handled += action is not None
-                    changed |= action is not None
-                    reset |= action == "reset"
-                if reset:
-                    env.reset()
-                    actor.reset(torch.ones(env.num_envs, dtype=torch.bool, device=device))
-                    resets += 1
-                if changed:  # the policy sees the new command from this step on
-                    set_command()
-                    obs = env.get_observations().to(device)
-                obs, _, dones, _ = env.step(actor(obs).to(env.device))
-                steps += 1
-                dones = dones.to(torch.bool)
-                if bool(dones.any()):  # a fall: the env reset the robot and drew a command of its own
-                    resets += 1
-                    actor.reset(dones.to(device))
-                    set_command()
-                    obs = env.get_observations()
-                obs = obs.to(device)
+    def loop(self, max_steps: int | None) -> None:
+        """Keys, one env step, drawing and pacing, until the window closes or ``max_steps`` steps ran."""
+        self.set_command()
+        obs = self.env.get_observations().to(self.device)
+        deadline = time.perf_counter()
+        while self.viewer.is_running() and (max_steps is None or self.steps < int(max_steps)):
+            changed, reset = self.read_keys()
+            obs = self.step(obs, changed, reset)
+            self.show(changed)
+            deadline = self.wait(deadline)
 
-                text = keys.overlay()
-                with viewer.lock():
-                    data.qpos[:] = env.sim.qpos[0]
-                    data.qvel[:] = env.sim.qvel[0] if getattr(env.sim, "qvel", None) is not None else 0.0
-                    mujoco.mj_forward(model, data)
-                    draw_guides(viewer.user_scn, model, data, base_adr, keys.command, plane)
-                    for i in pinned:
-                        viewer.opt.flags[i] = flags[i]
-                if text != shown:
-                    shown = text
-                    viewer.set_texts([(None, mujoco.mjtGridPos.mjGRID_TOPLEFT, *text),
-                                      (mujoco.mjtFontScale.mjFONTSCALE_100, mujoco.mjtGridPos.mjGRID_BOTTOMLEFT, *HELP)])
-                viewer.sync()
-                if status_path and (changed or steps % 5 == 0):
-                    report(True)
-                deadline += dt
-                delay = deadline - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                elif delay < -0.25:  # far behind (a slow machine): do not rush to catch up
-                    deadline = time.perf_counter()
-    finally:
-        viewer.close()
-        for thread in viewer_threads:  # let the render thread finish before the interpreter tears GLFW down
+    def read_keys(self) -> tuple[bool, bool]:
+        """Apply every key pressed since the last step; returns (a command changed, a reset was asked for)."""
+        changed = reset = False
+        while True:
+            try:
+                action = self.keys.press(self.pressed.get_nowait())
+            except queue.Empty:
+                break
+            self.handled += action is not None
+            changed |= action is not None
+            reset |= action == "reset"
+        return changed, reset
+
+    def step(self, obs, changed: bool, reset: bool):
+        """Do what the keys asked (reset the robot, a new command), then one env step of the policy; returns the
+        next observations (on ``device``)."""
+        env, device = self.env, self.device
+        if reset:
+            env.reset()
+            self.actor.reset(torch.ones(env.num_envs, dtype=torch.bool, device=device))
+            self.resets += 1
+        if changed:  # the policy sees the new command from this step on
+            self.set_command()
+            obs = env.get_observations().to(device)
+        obs, _, dones, _ = env.step(self.actor(obs).to(env.device))
+        self.steps += 1
+        dones = dones.to(torch.bool)
+        if bool(dones.any()):  # a fall: the env reset the robot and drew a command of its own
+            self.resets += 1
+            self.actor.reset(dones.to(device))
+            self.set_command()
+            obs = env.get_observations()
+        return obs.to(device)
+
+    def show(self, changed: bool) -> None:
+        """Copy env 0's state into the window, draw the guides and texts, and write the status file."""
+        viewer, sim = self.viewer, self.env.sim
+        text = self.keys.overlay()
+        with viewer.lock():
+            self.data.qpos[:] = sim.qpos[0]
+            self.data.qvel[:] = sim.qvel[0] if getattr(sim, "qvel", None) is not None else 0.0
+            mujoco.mj_forward(self.model, self.data)
+            draw_guides(viewer.user_scn, self.model, self.data, self.base_adr, self.keys.command, self.plane)
+            for i in self.pinned:
+                viewer.opt.flags[i] = self.flags[i]
+        if text != self.shown:
+            self.shown = text
+            viewer.set_texts([(None, mujoco.mjtGridPos.mjGRID_TOPLEFT, *text),
+                              (mujoco.mjtFontScale.mjFONTSCALE_100, mujoco.mjtGridPos.mjGRID_BOTTOMLEFT, *HELP)])
+        viewer.sync()
+        if self.status_path and (changed or self.steps % 5 == 0):
+            self.status(True)
+
+    def wait(self, deadline: float) -> float:
+        """Sleep until ``deadline + dt`` (real time); returns the next deadline."""
+        deadline += self.dt
+        delay = deadline - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        elif delay < -0.25:  # far behind (a slow machine): do not rush to catch up
+            deadline = time.perf_counter()
+        return deadline
+
+    def close(self) -> dict:
+        """Close the window, let its threads finish, and return the final status."""
+        self.viewer.close()
+        for thread in self.viewer_threads:  # let the render thread finish before the interpreter tears GLFW down
             thread.join(timeout=5.0)
-        result = report(False)
-    out(f"[rlcore] viewer closed: {steps} steps, {result['sim_time']:.1f} s simulated in {result['wall_time']:.1f} s "
-        f"({result['realtime_factor']:.2f}x real time), {resets} reset(s), last command {keys.command}")
-    return result
+        return self.status(False)
 
 
 __all__ = ["BINDINGS", "KeyCommands", "check_display", "check_viewer_env", "make_viewer_env", "run_viewer"]

@@ -1,14 +1,16 @@
 """A tiny name -> factory registry so configs and scripts can build any task from a string.
 
-Factories import their task module lazily, so importing the registry never pulls in a heavy
-simulator (MuJoCo for Go2) that the chosen task does not need.
+The Go2 factories import their task module lazily, so importing the registry never pulls in a heavy
+simulator (MuJoCo) that the chosen task does not need; the classic tasks are pure torch.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from rlcore.env import ConfigError, VecEnv
+from rlcore.env import ConfigError, GymnasiumVecEnv, VecEnv
+from tasks.classic.cartpole import CartPole
+from tasks.classic.pendulum import PendulumSwingUp
 
 TaskFactory = Callable[..., VecEnv]
 
@@ -45,14 +47,10 @@ def make_task(name: str, **kwargs: Any) -> VecEnv:
 
 # ---------------------------------------------------------------------------- built-in tasks
 def _make_pendulum(**kwargs: Any) -> VecEnv:
-    from tasks.classic.pendulum import PendulumSwingUp
-
     return PendulumSwingUp(**kwargs)
 
 
 def _make_cartpole(**kwargs: Any) -> VecEnv:
-    from tasks.classic.cartpole import CartPole
-
     return CartPole(**kwargs)
 
 
@@ -62,8 +60,6 @@ register_task("cartpole", _make_cartpole)
 
 def _make_gym(env_id: str = "Pendulum-v1", **kwargs: Any) -> VecEnv:
     """Any registered Gymnasium id (``task=gym env_id=<id> num_envs=<n>``); kwargs go to ``GymnasiumVecEnv.make``."""
-    from rlcore.env import GymnasiumVecEnv
-
     return GymnasiumVecEnv.make(env_id, **kwargs)
 
 
@@ -71,7 +67,7 @@ register_task("gym", _make_gym)
 
 
 def _make_go2(**kwargs: Any) -> VecEnv:
-    from tasks.go2 import Go2Env
+    from tasks.go2 import Go2Env  # MuJoCo: only for the Go2 tasks (module doc)
 
     return Go2Env(**kwargs)
 

@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
+from rlcore.algorithms.factory import construct_distillation
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.models import MLPModel
@@ -231,8 +232,6 @@ class Distillation:
     def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str) -> Distillation:
         """Build student, teacher, storage and the algorithm from the train config (``cfg["obs_groups"]`` is
         replaced by its resolved form)."""
-        from rlcore.algorithms.factory import construct_distillation
-
         built = dict(cfg)
         teacher = built.get("teacher")
         dist_cfg = teacher.get("distribution_cfg") if isinstance(teacher, dict) else None

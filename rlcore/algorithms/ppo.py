@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
+from rlcore.algorithms.factory import construct_ppo
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.extensions import PPO_EXTENSIONS, Extension
@@ -501,8 +502,6 @@ class PPO:
     @staticmethod
     def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str) -> PPO:
         """Build actor, critic, storage and extensions from the nested train config (see factory.py)."""
-        from rlcore.algorithms.factory import construct_ppo
-
         return construct_ppo(obs, env, cfg, device)
 
 

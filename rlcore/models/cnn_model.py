@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -72,8 +73,6 @@ class CNNModel(MLPModel):
         return names + [(g, tuple(self.cnns[g].input_shape)) for g in self.obs_groups_2d]
 
     def _export_module(self) -> nn.Module:
-        import copy
-
         norm, mlp, det = self._export_parts()
         encoders = [copy.deepcopy(self.cnns[g]).cpu() for g in self.obs_groups_2d]
         return _ExportCNN(norm, encoders, mlp, det, has_1d=bool(self.obs_groups_1d)).eval()

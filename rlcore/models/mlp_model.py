@@ -6,6 +6,7 @@ Distillation treat every model the same way.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -194,8 +195,6 @@ class MLPModel(nn.Module):
 
     def _export_parts(self) -> tuple[nn.Module, nn.Module, nn.Module]:
         """Deep copies of (normaliser, head, deterministic output) for an exported graph."""
-        import copy
-
         det = self.distribution.as_deterministic_output_module() if self.distribution is not None else nn.Identity()
         return copy.deepcopy(self.obs_normalizer).cpu(), copy.deepcopy(self.mlp).cpu(), det.cpu()
 

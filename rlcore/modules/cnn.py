@@ -42,6 +42,23 @@ def _per_layer(value, n: int, name: str) -> list:
     return [value] * n
 
 
+def _layer_settings(input_dim: Sequence[int], output_channels: Sequence[int], kernel_size, stride, dilation, norm,
+                    max_pool) -> list[tuple]:
+    """``(channels, kernel, stride, dilation, norm, max_pool)`` per conv layer, scalar settings broadcast to every
+    layer; a ConfigError for a malformed ``input_dim``, no layer, or a per-layer list of the wrong length."""
+    if len(input_dim) != 2:
+        raise ConfigError(f"CNN input_dim must be (H, W), got {tuple(input_dim)}.")
+    n = len(output_channels)
+    if n == 0:
+        raise ConfigError("CNN needs at least one conv layer in output_channels.")
+    kernels = _per_layer(kernel_size, n, "kernel_size")
+    strides = _per_layer(stride, n, "stride")
+    dilations = _per_layer(dilation, n, "dilation")
+    norms = [str(x).lower() for x in _per_layer(norm, n, "norm")]
+    pools = _per_layer(max_pool, n, "max_pool")
+    return list(zip(output_channels, kernels, strides, dilations, norms, pools))
+
+
 class CNN(nn.Sequential):
     """Stack of ``Conv2d -> norm -> activation -> (max pool)`` layers.
 
@@ -81,46 +98,17 @@ class CNN(nn.Sequential):
         flatten: bool = True,
     ) -> None:
         super().__init__()
-        if len(input_dim) != 2:
-            raise ConfigError(f"CNN input_dim must be (H, W), got {tuple(input_dim)}.")
-        n = len(output_channels)
-        if n == 0:
-            raise ConfigError("CNN needs at least one conv layer in output_channels.")
-        kernels = _per_layer(kernel_size, n, "kernel_size")
-        strides = _per_layer(stride, n, "stride")
-        dilations = _per_layer(dilation, n, "dilation")
-        norms = [str(x).lower() for x in _per_layer(norm, n, "norm")]
-        pools = _per_layer(max_pool, n, "max_pool")
+        layers = _layer_settings(input_dim, output_channels, kernel_size, stride, dilation, norm, max_pool)
         if global_pool not in GLOBAL_POOLS:
             raise ConfigError(f"Unknown CNN global_pool '{global_pool}'. Valid: {', '.join(GLOBAL_POOLS)}.")
         padding = str(padding).lower()
         if padding not in PADDINGS:
             raise ConfigError(f"Unknown CNN padding '{padding}'. Valid: {', '.join(PADDINGS)}.")
-        mode = padding if padding in ("reflect", "replicate", "circular") else "zeros"
         self.input_shape = (int(input_channels), int(input_dim[0]), int(input_dim[1]))
-        c, h, w = self.input_shape
-        for out_c, k, s, d, nm, pool in zip(output_channels, kernels, strides, dilations, norms, pools):
-            if nm not in NORMS:
-                raise ConfigError(f"Unknown CNN norm '{nm}'. Valid: {', '.join(NORMS)}.")
-            pad = (_conv_padding(padding, h, k, s, d), _conv_padding(padding, w, k, s, d))
-            self.append(nn.Conv2d(c, out_c, k, stride=s, padding=pad, dilation=d, padding_mode=mode))
-            c = int(out_c)
-            h = (h + 2 * pad[0] - d * (k - 1) - 1) // s + 1
-            w = (w + 2 * pad[1] - d * (k - 1) - 1) // s + 1
-            if h < 1 or w < 1:
-                raise ConfigError(f"CNN layers shrink the {self.input_shape[1:]} input to nothing; "
-                                 "reduce strides/kernels or pooling.")
-            if nm == "batch":
-                self.append(nn.BatchNorm2d(c))
-            elif nm == "layer":
-                self.append(nn.LayerNorm([c, h, w]))
-            self.append(resolve_activation(activation))
-            if pool:
-                self.append(nn.MaxPool2d(2, 2))
-                h, w = h // 2, w // 2
-                if h < 1 or w < 1:
-                    raise ConfigError(f"CNN layers shrink the {self.input_shape[1:]} input to nothing; "
-                                     "reduce strides/kernels or pooling.")
+        shape = self.input_shape
+        for out_c, k, s, d, nm, pool in layers:
+            shape = self._append_layer(shape, out_c, k, s, d, nm, pool, padding, activation)
+        c, h, w = shape
         if global_pool == "avg":
             self.append(nn.AdaptiveAvgPool2d(1))
             h = w = 1
@@ -134,6 +122,37 @@ class CNN(nn.Sequential):
         self.output_shape: tuple[int, ...] = (c * h * w,) if flatten else (c, h, w)
         self.output_dim: int | tuple[int, ...] = c * h * w if flatten else (c, h, w)
         self.init_weights()
+
+    def _append_layer(self, shape: tuple[int, int, int], out_c, k: int, s: int, d: int, norm: str, pool: bool,
+                      padding: str, activation: str) -> tuple[int, int, int]:
+        """Append one ``Conv2d -> norm -> activation -> (max pool)`` layer to an input of ``shape`` (C, H, W) and
+        return its output shape; a ConfigError when the norm is unknown or the layer leaves no pixel."""
+        if norm not in NORMS:
+            raise ConfigError(f"Unknown CNN norm '{norm}'. Valid: {', '.join(NORMS)}.")
+        c, h, w = shape
+        mode = padding if padding in ("reflect", "replicate", "circular") else "zeros"
+        pad = (_conv_padding(padding, h, k, s, d), _conv_padding(padding, w, k, s, d))
+        self.append(nn.Conv2d(c, out_c, k, stride=s, padding=pad, dilation=d, padding_mode=mode))
+        c = int(out_c)
+        h = (h + 2 * pad[0] - d * (k - 1) - 1) // s + 1
+        w = (w + 2 * pad[1] - d * (k - 1) - 1) // s + 1
+        self._check_not_empty(h, w)
+        if norm == "batch":
+            self.append(nn.BatchNorm2d(c))
+        elif norm == "layer":
+            self.append(nn.LayerNorm([c, h, w]))
+        self.append(resolve_activation(activation))
+        if pool:
+            self.append(nn.MaxPool2d(2, 2))
+            h, w = h // 2, w // 2
+            self._check_not_empty(h, w)
+        return c, h, w
+
+    def _check_not_empty(self, h: int, w: int) -> None:
+        """A ConfigError when a layer leaves an ``h x w`` map with no pixel (the settings cannot fit the input)."""
+        if h < 1 or w < 1:
+            raise ConfigError(f"CNN layers shrink the {self.input_shape[1:]} input to nothing; "
+                              "reduce strides/kernels or pooling.")
 
     def init_weights(self) -> None:
         for m in self:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import torch
+import torch.distributed as dist
 from tensordict import TensorDict
 
 from rlcore.algorithms.factory import construct_algorithm
@@ -20,6 +21,7 @@ from rlcore.utils.config_schema import runner_defaults
 from rlcore.utils.diagnosis import print_findings
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
 from rlcore.utils.export import export_jit, export_onnx, policy_metadata
+from rlcore.utils.log_writer import LogWriter
 from rlcore.utils.logger import Logger, plain_config
 from rlcore.utils.video import ClipRecorder, check_can_render, render_frame
 
@@ -93,8 +95,6 @@ class OnPolicyRunner:
         self.rank, self.world_size = 0, 1
         if cfg is None or int(cfg["world_size"]) <= 1:
             return device
-        import torch.distributed as dist
-
         self.rank, self.world_size = int(cfg["global_rank"]), int(cfg["world_size"])
         if str(device).startswith("cuda"):
             device = f"cuda:{int(cfg['local_rank'])}"
@@ -153,6 +153,37 @@ class OnPolicyRunner:
         iteration with the iteration's logged episode/env statistics; returning True stops training.
         """
         num_it = int(num_learning_iterations if num_learning_iterations is not None else self.cfg["max_iterations"])
+        obs = self._start_learning(init_at_random_ep_len)
+        start = self.current_learning_iteration + (0 if self.fresh_start else 1)
+        self._check_video_and_evaluation(start)
+        saved = None  # the iteration whose checkpoint was written last in this call
+        try:
+            for it in range(start, start + num_it):
+                obs, stats = self._iteration(it, obs, start, start + num_it)
+                stop = self._evaluate(it, stats)  # before the save: the checkpoint holds the best value so far
+                if self.log_dir is not None and it % self.save_interval == 0:
+                    self.save(os.path.join(self.log_dir, f"model_{it}.pt"))
+                    saved = it
+                if self.is_main and callback is not None and callback(it, stats):
+                    break
+                if stop:
+                    break
+        except KeyboardInterrupt:
+            path = self._save_unsaved(start, saved)
+            if path is not None:
+                print(f"\n[rlcore] interrupted: saved {path}")
+            raise
+        finally:
+            self._finish_clip(self.current_learning_iteration, force=True)  # a clip cut short is kept as it is
+        self._save_unsaved(start, saved)  # the last one
+        self.logger.stop_logging_writer()
+        if self.log_dir is not None:  # what the curves say (rlcore.report's diagnosis); nothing without event files
+            print_findings(self.log_dir, self.cfg)
+
+    def _start_learning(self, init_at_random_ep_len: bool) -> TensorDict:
+        """Before the first iteration of a ``learn`` call: spread the episode lengths of fresh envs (when asked),
+        take the observation to start from (a resumed one if any), warm the normalisers up on a fresh start, and
+        open the log writer."""
         self._check_ready()
         if init_at_random_ep_len and not self._env_running:  # fresh envs (also after a resume without env state)
             self.env.episode_length_buf = torch.randint_like(
@@ -164,46 +195,33 @@ class OnPolicyRunner:
         if self.fresh_start:
             obs = self._warm_up_normalizers(obs)
         self.logger.init_logging_writer()
-        start = self.current_learning_iteration + (0 if self.fresh_start else 1)
-        self._check_video_and_evaluation(start)
-        saved = None  # the iteration whose checkpoint was written last in this call
-        try:
-            for it in range(start, start + num_it):
-                t0 = time.perf_counter()
-                self._start_clip(it)
-                self._last_obs = None  # an interrupted rollout leaves the env mid-way: no observation to resume from
-                obs = self._collect(obs)
-                self._last_obs = obs
-                self._finish_clip(it)
-                t1 = time.perf_counter()
-                losses = self.alg.update()
-                t2 = time.perf_counter()
-                self.current_learning_iteration = it  # the setter also ends fresh_start
-                ep = self.logger.log(
-                    it=it, start_it=start, total_it=start + num_it, collect_time=t1 - t0, learn_time=t2 - t1,
-                    loss_dict=losses, learning_rate=losses.get("learning_rate", getattr(self.alg, "learning_rate", 0.0)),
-                    action_std=self._action_std(), rnd_weight=self._rnd_weight())
-                stats = {**ep, "collect_s": t1 - t0, "learn_s": t2 - t1}
-                stop = self._evaluate(it, stats)  # before the save: the checkpoint holds the best value so far
-                if self.log_dir is not None and it % self.save_interval == 0:
-                    self.save(os.path.join(self.log_dir, f"model_{it}.pt"))
-                    saved = it
-                if self.is_main and callback is not None and callback(it, stats):
-                    break
-                if stop:
-                    break
-        except KeyboardInterrupt:
-            if self.log_dir is not None and start <= self.current_learning_iteration != saved:
-                path = self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
-                print(f"\n[rlcore] interrupted: saved {path}")
-            raise
-        finally:
-            self._finish_clip(self.current_learning_iteration, force=True)  # a clip cut short is kept as it is
-        if self.log_dir is not None and start <= self.current_learning_iteration != saved:  # the last one
-            self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
-        self.logger.stop_logging_writer()
-        if self.log_dir is not None:  # what the curves say (rlcore.report's diagnosis); nothing without event files
-            print_findings(self.log_dir, self.cfg)
+        return obs
+
+    def _iteration(self, it: int, obs: TensorDict, start: int, end: int) -> tuple[TensorDict, dict]:
+        """Iteration ``it`` of ``start..end - 1``: a rollout from ``obs``, an update, the log line. Returns the
+        observation the next rollout starts from and the iteration's statistics (episodes, timings)."""
+        t0 = time.perf_counter()
+        self._start_clip(it)
+        self._last_obs = None  # an interrupted rollout leaves the env mid-way: no observation to resume from
+        obs = self._collect(obs)
+        self._last_obs = obs
+        self._finish_clip(it)
+        t1 = time.perf_counter()
+        losses = self.alg.update()
+        t2 = time.perf_counter()
+        self.current_learning_iteration = it  # the setter also ends fresh_start
+        ep = self.logger.log(
+            it=it, start_it=start, total_it=end, collect_time=t1 - t0, learn_time=t2 - t1,
+            loss_dict=losses, learning_rate=losses.get("learning_rate", getattr(self.alg, "learning_rate", 0.0)),
+            action_std=self._action_std(), rnd_weight=self._rnd_weight())
+        return obs, {**ep, "collect_s": t1 - t0, "learn_s": t2 - t1}
+
+    def _save_unsaved(self, start: int, saved: int | None) -> str | None:
+        """Checkpoint the last completed iteration of this ``learn`` call unless it was just saved; returns the
+        path (None: nothing to write)."""
+        if self.log_dir is not None and start <= self.current_learning_iteration != saved:
+            return self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
+        return None
 
     def _collect(self, obs: TensorDict) -> TensorDict:
         """One rollout of ``num_steps_per_env`` steps, then the return computation."""
@@ -303,8 +321,6 @@ class OnPolicyRunner:
         writer = self.logger.writer
         if path is None or writer is None or writer is self.logger._stopped:
             return
-        from rlcore.utils.log_writer import LogWriter
-
         if isinstance(writer, LogWriter):
             writer.save_video(pathlib.Path(path), it)
         elif hasattr(writer, "add_text"):
@@ -389,8 +405,6 @@ class OnPolicyRunner:
             print(f"[rlcore] evaluation at iteration {it}: {line}" +
                   (f"; stop_at '{self.stop_rule}' met: training stops" if stop else ""), flush=True)
         if self.is_distributed and self.stop_rule is not None:
-            import torch.distributed as dist
-
             flag = torch.tensor([float(stop)], device=self.device)
             dist.broadcast(flag, src=0)
             stop = bool(flag.item())

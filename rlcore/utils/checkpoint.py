@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import random
 import re
@@ -72,8 +73,6 @@ def get_rng_states() -> dict:
 
 def set_rng_states(states: dict) -> None:
     """Restore what ``get_rng_states`` returned."""
-    import ast
-
     if "python" in states:
         random.setstate(_to_tuple(ast.literal_eval(states["python"])))
     if "numpy" in states:

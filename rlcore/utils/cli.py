@@ -7,9 +7,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import site
 import sys
 import sysconfig
+import traceback
 from collections.abc import Iterator, Sequence
+from dataclasses import MISSING, fields
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from rlcore.errors import ConfigError
 
@@ -39,8 +45,6 @@ def config_dir() -> str:
     candidates.append(os.path.join(os.path.dirname(package_dir), "conf"))
     prefixes = [sysconfig.get_paths().get("data"), sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", None)]
     try:
-        import site
-
         prefixes.append(site.getuserbase())
     except Exception:
         pass
@@ -67,16 +71,15 @@ def compose(overrides: Sequence[str], config_name: str = "config", return_hydra_
         UserError: one line for an unknown group option (listing the valid ones), an unknown key, or an
             override that does not parse.
     """
+    # Hydra loads only to compose (report and robustness parse their arguments without it).
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-    from hydra.errors import HydraException
+    from hydra.errors import HydraException, OverrideParseException
 
     try:
         with initialize_config_dir(config_dir=config_dir(), version_base=None, job_name="rlcore"):
             return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=return_hydra_config)
     except HydraException as err:
-        from hydra.errors import OverrideParseException
-
         if isinstance(err, OverrideParseException):
             culprit = _unparsable_override(overrides)
             if culprit is not None:
@@ -138,11 +141,6 @@ def parse_key_values(argv: Sequence[str], schema: type, command: str) -> dict:
     Raises:
         UserError: an argument without ``=``, an unknown key (listing the valid ones), or a wrong type.
     """
-    from dataclasses import fields
-
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
     valid = [f.name for f in fields(schema)]
     dotlist = []
     for arg in argv:
@@ -163,8 +161,6 @@ def parse_key_values(argv: Sequence[str], schema: type, command: str) -> dict:
 
 def usage(command: str, schema: type, summary: str) -> str:
     """A ``--help`` text listing the keys of ``schema`` with their defaults."""
-    from dataclasses import MISSING, fields
-
     lines = [f"usage: python -m rlcore.{command} key=value ...", "", summary, "", "keys (default):"]
     for f in fields(schema):
         default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING
@@ -177,7 +173,7 @@ def usage(command: str, schema: type, summary: str) -> str:
 # ============================================================================ devices
 def check_device(device: str) -> str:
     """``device`` if this machine has it (``cpu``, ``cuda``, ``cuda:1``, ``mps``), else a UserError saying why."""
-    import torch
+    import torch  # only when a command runs: --help and argument errors answer without loading torch
 
     device = str(device).strip()
     try:
@@ -239,8 +235,6 @@ def user_errors(errors: tuple[type[BaseException], ...] = USER_ERRORS) -> Iterat
         print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
         sys.exit(USER_ERROR_EXIT)
     except Exception:
-        import traceback
-
         traceback.print_exc()
         print(f"error (unexpected): {BUG_HINT}", file=sys.stderr, flush=True)
         sys.exit(BUG_EXIT)

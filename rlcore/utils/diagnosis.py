@@ -99,7 +99,9 @@ def load_scalars(run_dir: str) -> dict[str, list[tuple[int, float]]]:
     if not glob.glob(os.path.join(glob.escape(run_dir), "*tfevents*")):
         raise ConfigError(f"no TensorBoard event files (events.out.tfevents.*) in {run_dir}: give a run directory "
                           "of rlcore.train trained with logger=tensorboard (logger=wandb and logger=none write none).")
+    # tensorboard takes seconds to import: only when event files are read
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
 
     acc = EventAccumulator(run_dir, size_guidance={"scalars": 0, "tensors": 0})
     acc.Reload()
@@ -108,8 +110,6 @@ def load_scalars(run_dir: str) -> dict[str, list[tuple[int, float]]]:
     for tag in tags.get("scalars", []):
         out[tag] = {int(e.step): float(e.value) for e in acc.Scalars(tag)}
     for tag in tags.get("tensors", []):  # tf.summary v2 writers store scalars as 0-d tensors
-        from tensorboard.util import tensor_util
-
         values = {}
         for e in acc.Tensors(tag):
             array = tensor_util.make_ndarray(e.tensor_proto)

@@ -4,11 +4,14 @@ an ONNX file (``metadata_props``, keys ``rlcore.*``): written by :func:`write_on
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 
 import torch
 import torch.nn as nn
+
+from rlcore import __version__
 
 
 def export_onnx(module: nn.Module, path: str | os.PathLike, opset_version: int = 17,
@@ -67,8 +70,6 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
     step) and, when the task describes its groups, ``obs_layout``: each term of ``obs`` with its ``start:stop``
     within that input.
     """
-    from rlcore import __version__
-
     shapes = {n: list(x.shape) for n, x in zip(module.input_names, module.example_inputs)}
     inputs, states = [], []
     for name in module.input_names:
@@ -129,9 +130,7 @@ def write_onnx_metadata(path: str | os.PathLike, metadata: dict) -> None:
     Earlier ``rlcore.*`` entries are replaced; other producers' entries are kept. numpy/torch values become JSON
     numbers and lists; NaN and infinity are refused (strict JSON, readable by any deployment language).
     """
-    import json
-
-    import onnx
+    import onnx  # only when a file is written or read: training imports this module
 
     path = os.fspath(path)
     model = onnx.load(path)
@@ -153,8 +152,6 @@ def _plain(value):
 
 def read_onnx_interface(path: str | os.PathLike) -> dict:
     """The ``rlcore.*`` entries of an ONNX file's ``metadata_props``, decoded: ``{name: value}`` ({} if none)."""
-    import json
-
     import onnx
 
     model = onnx.load(os.fspath(path), load_external_data=False)

@@ -15,8 +15,12 @@ import time
 from collections import deque
 
 import torch
+from rich.console import Console
 
+import rlcore
 from rlcore.errors import ConfigError
+from rlcore.utils.config import resolve_class
+from rlcore.utils.log_writer import LogWriter
 
 LOGGER_TYPES = ("tensorboard", "wandb", "none")
 """The short forms of ``cfg["logger"]``; the long form is ``{"class_name": <LogWriter subclass>, **kwargs}``."""
@@ -121,8 +125,6 @@ class Logger:
         gpu_global_rank: int,
         device: str,
     ) -> None:
-        import rlcore
-
         self.log_dir = log_dir
         self.cfg = cfg
         self.env_cfg = env_cfg
@@ -166,25 +168,21 @@ class Logger:
         """
         if self.log_dir is None or self.disable_logs:
             return
-        from rlcore.utils.log_writer import LogWriter
-
         spec = self.cfg.get("logger", "tensorboard")
         spec = spec.lower() if isinstance(spec, str) else spec
         os.makedirs(self.log_dir, exist_ok=True)
         self.writer = None
         if isinstance(spec, dict) or (hasattr(spec, "items") and not isinstance(spec, str)):
-            from rlcore.utils.config import resolve_class
-
             writer_class, kwargs = resolve_class(spec)
             if writer_class.__name__ == "WandbLogWriter":
                 kwargs.setdefault("run_name", self.cfg.get("run_name") or None)
             self.writer = writer_class(log_dir=self.log_dir, **kwargs)
         elif spec == "tensorboard":
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # loads tensorboard (slow): only when chosen
 
             self.writer = SummaryWriter(log_dir=self.log_dir, flush_secs=10)
         elif spec == "wandb":
-            from rlcore.utils.wandb_log_writer import WandbLogWriter
+            from rlcore.utils.wandb_log_writer import WandbLogWriter  # imports this module: import on use
 
             self.writer = WandbLogWriter(self.log_dir, self.cfg.get("wandb_project", "rlcore"),
                                          run_name=self.cfg.get("run_name") or None, config=plain_config(self.cfg))
@@ -199,8 +197,6 @@ class Logger:
 
     def stop_logging_writer(self) -> None:
         """Flush and close the writer (once; the object stays in ``writer`` as in rsl_rl)."""
-        from rlcore.utils.log_writer import LogWriter
-
         if self.writer is None or self.writer is self._stopped:
             return
         if isinstance(self.writer, LogWriter):
@@ -211,8 +207,6 @@ class Logger:
 
     def save_model(self, path: str, it: int) -> None:
         """Hand the checkpoint just written to ``path`` to the writer (wandb uploads it; TensorBoard ignores it)."""
-        from rlcore.utils.log_writer import LogWriter
-
         if isinstance(self.writer, LogWriter) and self.writer is not self._stopped:
             self.writer.save_model(path, it)
 
@@ -294,8 +288,6 @@ class Logger:
             self.writer.add_scalar(key, value, it)
 
     def _upload_videos(self, it: int) -> None:
-        from rlcore.utils.log_writer import LogWriter
-
         if isinstance(self.writer, LogWriter) and self.log_dir is not None:
             for video in sorted(pathlib.Path(self.log_dir).rglob("*.mp4")):
                 self.writer.save_video(video, it)
@@ -362,8 +354,6 @@ class ConsoleReport:
     """One compact rich-formatted block per iteration."""
 
     def __init__(self, total_iterations: int, start_iteration: int = 0) -> None:
-        from rich.console import Console
-
         self.console = Console(highlight=False, soft_wrap=True)
         self.total = total_iterations
         self.start = start_iteration

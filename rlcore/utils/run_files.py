@@ -13,6 +13,9 @@ import copy
 import os
 from dataclasses import dataclass, field
 
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
 from rlcore.utils.checkpoint import find_checkpoint, load_checkpoint
 from rlcore.utils.cli import UserError
 
@@ -77,9 +80,6 @@ def find_run_config(checkpoint: str, levels: int = 2) -> str | None:
 
 def load_run_config(path: str) -> dict | None:
     """A Hydra ``config.yaml`` resolved to a plain dict (None if it cannot be read or resolved)."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
     try:
         return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     except (OSError, OmegaConfBaseException, ValueError):
@@ -184,7 +184,7 @@ def resume_differences(ckpt: dict, checkpoint: str, train_cfg: dict) -> list[str
 # ============================================================================ rebuilding the task and the policy
 def make_run_env(info: RunInfo, num_envs: int, device: str, seed: int):
     """The checkpoint's task with its env settings, ``num_envs`` copies on ``device``."""
-    from tasks.registry import make_task
+    from tasks.registry import make_task  # tasks sit above rlcore (they import rlcore.env): import on use
 
     env_kwargs = dict(info.task.get("env") or {})
     return make_task(str(info.task["name"]), num_envs=int(num_envs), device=device, seed=int(seed), **env_kwargs)
@@ -192,7 +192,7 @@ def make_run_env(info: RunInfo, num_envs: int, device: str, seed: int):
 
 def make_run_policy(info: RunInfo, env, device: str):
     """The deployed policy of a checkpoint (PPO actor or distillation student), weights loaded, in eval mode."""
-    from rlcore.algorithms.factory import construct_algorithm
+    from rlcore.algorithms.factory import construct_algorithm  # utils sit below algorithms: import on use
 
     cfg = copy.deepcopy(info.train_cfg)
     cfg["multi_gpu"] = None  # a checkpoint of a torchrun job is replayed in one process

@@ -29,7 +29,7 @@ class VideoWriter:
 
     def __init__(self, path: str | os.PathLike, fps: float = 30.0, codec: str | None = None) -> None:
         try:
-            import av
+            import av  # PyAV bundles FFmpeg (slow to load): only when a video is written or read
         except ImportError:  # pragma: no cover - av is a dependency of rlcore
             raise RuntimeError("writing MP4 needs PyAV: pip install av") from None
         self._av = av

@@ -6,6 +6,7 @@ import os
 import pathlib
 
 from rlcore.utils.log_writer import LogWriter
+from rlcore.utils.logger import plain_config
 
 
 class WandbLogWriter(LogWriter):
@@ -43,8 +44,6 @@ class WandbLogWriter(LogWriter):
         self.run.log(dict(scalars), step=global_step)
 
     def store_config(self, env_cfg: dict | object, train_cfg: dict) -> None:
-        from rlcore.utils.logger import plain_config
-
         env = env_cfg.to_dict() if hasattr(env_cfg, "to_dict") else env_cfg  # Isaac Lab configclass
         self.run.config.update({"train_cfg": plain_config(train_cfg), "env_cfg": plain_config(env)},
                                allow_val_change=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 
@@ -166,8 +167,6 @@ class ClassicTask(VecEnv):
         A pole on a pivot, drawn with numpy alone (no display, no OpenGL): the pivot rides a cart on a track
         when the task has one. The geometry comes from :meth:`_render_pose`.
         """
-        import numpy as np
-
         cart_x, angle, pole_length, track_half = self._render_pose()
         width, height = int(width), int(height)
         img = np.full((height, width, 3), 255, dtype=np.uint8)
@@ -255,8 +254,6 @@ def _fill_rect(img, p0: tuple[float, float], p1: tuple[float, float], color: tup
 def _draw_segment(img, p0: tuple[float, float], p1: tuple[float, float], radius: float,
                   color: tuple[int, int, int]) -> None:
     """Draw a thick segment (a capsule of ``radius`` pixels) from ``p0`` to ``p1``, clipped to the image."""
-    import numpy as np
-
     h, w = img.shape[:2]
     x_lo, x_hi = int(max(min(p0[0], p1[0]) - radius, 0)), int(min(max(p0[0], p1[0]) + radius + 1, w))
     y_lo, y_hi = int(max(min(p0[1], p1[1]) - radius, 0)), int(min(max(p0[1], p1[1]) + radius + 1, h))

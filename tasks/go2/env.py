@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import mujoco
 import numpy as np
 import torch
 from tensordict import TensorDict
@@ -77,6 +78,8 @@ class Go2Env(VecEnv):
                  **overrides) -> None:
         self.cfg_task: Go2Cfg = make_config(overrides)
         c = self.cfg_task
+        if c.obs.history_length < 0:
+            raise ConfigError(f"go2.obs.history_length: {c.obs.history_length} frames; use 0 (no history) or more")
         self.num_envs = n = int(num_envs)
         self.num_actions = 12
         self.device = torch.device(device)
@@ -86,11 +89,20 @@ class Go2Env(VecEnv):
         self.cfg = {"num_envs": n, "seed": seed, **dataclasses.asdict(c)}
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(0 if seed is None else int(seed))
-        dev = self.device
 
-        self.terrain = Terrain(c.terrain, n, dev, self.generator)
+        self.terrain = Terrain(c.terrain, n, self.device, self.generator)
         self.sim = self.sim_class(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)))
         self.reward_terms = [(name, REWARD_TERMS[name], w * self.dt) for name, w in c.rewards.weights.items() if w != 0]
+        self._init_constants()
+        self._init_buffers()
+        self._reset_envs(torch.arange(n, device=self.device))
+        self._refresh_state()
+        self.last_dof_vel = self.dof_vel.clone()
+
+    def _init_constants(self) -> None:
+        """Tensors fixed by the config and the robot model: default pose, soft joint limits, torque limits, the
+        variants' parameters, the height-scan grid and the command scale."""
+        c, dev = self.cfg_task, self.device
 
         def t(x) -> torch.Tensor:
             return torch.as_tensor(np.asarray(x), dtype=torch.float32, device=dev)
@@ -104,6 +116,10 @@ class Go2Env(VecEnv):
         self._scan_local = scan_points(c.obs.scan_x, c.obs.scan_y, c.obs.scan_resolution).to(dev)  # [H, W, 2]
         self.command_scale = t(c.obs.command_scale)
 
+    def _init_buffers(self) -> None:
+        """The per-env MDP state ``[N, ...]`` (zeros: :meth:`_reset_envs` then starts every episode) and the
+        episode statistics."""
+        c, n, dev = self.cfg_task, self.num_envs, self.device
         z = lambda *shape: torch.zeros(n, *shape, device=dev)  # noqa: E731
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         # Steps actually taken in the current episode. Unlike episode_length_buf (which runners may randomise
@@ -118,8 +134,6 @@ class Go2Env(VecEnv):
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
         self.imu_bias, self.joint_pos_bias = z(6), z(12)  # per episode: gyro (3), gravity (3); encoders (12)
         self.physics_failures = 0  # unstable env steps since construction
-        if c.obs.history_length < 0:
-            raise ConfigError(f"go2.obs.history_length: {c.obs.history_length} frames; use 0 (no history) or more")
         # Observation history: the policy frames of the last history_length steps, newest first; the frame last
         # returned (pushed at the next step); envs whose history restarts from their next frame (new episodes).
         self.policy_history = z(c.obs.history_length, self.POLICY_SIZE)
@@ -131,10 +145,6 @@ class Go2Env(VecEnv):
         self.episode_sums["commanded_distance"] = z()
         self._last_episode = {key: torch.full((n,), float("nan"), device=dev) for key in self.episode_sums}
         self.common_step_counter = 0
-
-        self._reset_envs(torch.arange(n, device=dev))
-        self._refresh_state()
-        self.last_dof_vel = self.dof_vel.clone()
 
     def update_variant_params(self) -> None:
         """Tabulate the physical parameters of the sim's variants, ``variant_params [K, 20]``: ground friction,
@@ -454,60 +464,11 @@ class Go2Env(VecEnv):
         added at every step during training and ``bias`` (policy terms) the amplitude of a uniform offset drawn per
         episode (both in observation units).
         """
-        import mujoco
-
-        c, o, opt = self.cfg_task, self.cfg_task.obs, self.sim.model.opt
-        noise = o.noise_level if o.add_noise else 0.0
-
-        def group(terms: list[tuple], clip: float | None) -> dict:
-            out, start = [], 0
-            for name, size, scale, amplitude, what in terms:
-                out.append({"name": name, "start": start, "stop": start + size, "scale": scale,
-                            "noise": amplitude * noise, "quantity": what})
-                start += size
-            return {"size": start, "clip": clip, "terms": out}
-
-        policy = group([
-            ("base_ang_vel", 3, o.ang_vel_scale, o.noise_ang_vel * o.ang_vel_scale,
-             "base angular velocity, base frame [rad/s]"),
-            ("projected_gravity", 3, 1.0, o.noise_gravity, "unit gravity vector in the base frame"),
-            ("velocity_commands", 3, list(o.command_scale), 0.0,
-             "commanded vx, vy [m/s] (base frame), yaw rate [rad/s]"),
-            ("joint_pos", 12, o.dof_pos_scale, o.noise_dof_pos * o.dof_pos_scale,
-             "joint angles [rad] minus default_joint_pos"),
-            ("joint_vel", 12, o.dof_vel_scale, o.noise_dof_vel * o.dof_vel_scale, "joint velocities [rad/s]"),
-            ("last_actions", 12, 1.0, 0.0, "the policy's previous output, after clipping to action_clip"),
-        ], float(o.clip))
-        policy["terms"][3]["offset"] = list(c.control.default_joint_pos)
-        dr, on = c.domain_rand, float(o.add_noise)  # per-episode bias amplitudes (observation units), as noise
-        bias = {"base_ang_vel": dr.imu_bias_ang_vel * o.ang_vel_scale * dr.randomize_imu_bias,
-                "projected_gravity": dr.imu_bias_gravity * dr.randomize_imu_bias,
-                "joint_pos": dr.encoder_bias * o.dof_pos_scale * dr.randomize_encoder_bias}
-        for term in policy["terms"]:
-            term["bias"] = float(bias.get(term["name"], 0.0) * on)
-        privileged = group([
-            ("base_lin_vel", 3, o.lin_vel_scale, 0.0, "base linear velocity, base frame [m/s]"),
-            ("ground_friction", 1, 1.0, 0.0, "sliding friction of the ground"),
-            ("added_base_mass", 1, 1.0, 0.0, "mass added to the base [kg]"),
-            ("motor_strength", 1, 1.0, 0.0, "scale of kp and kd"),
-            ("foot_forces", 4, 0.01, 0.0, "foot contact normal forces [N], FL, FR, RL, RR"),
-            ("push_velocity", 2, 1.0, 0.0, "last push's planar velocity [m/s], fading"),
-            *((name, size, scale, 0.0, what) for name, size, scale, _, what in PHYSICAL_TERMS),
-            *((name, size, scale, 0.0, what) for name, size, scale, what in self.BIAS_TERMS),
-        ], None)
-        for term in privileged["terms"]:
-            offset = next((o for name, _, _, o, _ in PHYSICAL_TERMS if name == term["name"]), 0.0)
-            if offset:
-                term["offset"] = offset
-        groups = {"policy": policy, "privileged": privileged}
-        if o.history_length > 0:
-            groups["policy_history"] = self._history_interface(policy, o.history_length)
-        rows, cols = self._scan_local.shape[:2]
-        height_scan = {"shape": [1, int(rows), int(cols)], "scale": o.height_scale, "clip": None,
-                       "noise": o.noise_height * o.height_scale * noise,
-                       "quantity": (f"clip(base height above the terrain point - {c.rewards.base_height_target}, -1, 1) "
-                                    f"[m] on a grid x {list(o.scan_x)}, y {list(o.scan_y)}, step {o.scan_resolution} "
-                                    "in the base's yaw frame")}
+        c, opt = self.cfg_task, self.sim.model.opt
+        policy = self._policy_interface()
+        groups = {"policy": policy, "privileged": self._privileged_interface()}
+        if c.obs.history_length > 0:
+            groups["policy_history"] = self._history_interface(policy, c.obs.history_length)
         return {
             "robot": "unitree_go2",
             "joint_names": list(JOINT_NAMES),
@@ -529,8 +490,66 @@ class Go2Env(VecEnv):
                                "ang_vel_yaw": list(c.commands.ang_vel_yaw), "heading": list(c.commands.heading),
                                "heading_command": bool(c.commands.heading_command),
                                "zero_below": float(c.commands.zero_below)},
-            "observation_groups": {**groups, "height_scan": height_scan},
+            "observation_groups": {**groups, "height_scan": self._height_scan_interface()},
         }
+
+    def _noise_scale(self) -> float:
+        """The factor on every noise amplitude: ``noise_level``, or 0 with noise off."""
+        o = self.cfg_task.obs
+        return o.noise_level if o.add_noise else 0.0
+
+    def _policy_interface(self) -> dict:
+        """The ``policy`` group's description: its terms, scales, noise, the default pose subtracted from the joint
+        angles, and the per-episode sensor bias amplitudes (observation units, like the noise)."""
+        c, o = self.cfg_task, self.cfg_task.obs
+        policy = _group_interface([
+            ("base_ang_vel", 3, o.ang_vel_scale, o.noise_ang_vel * o.ang_vel_scale,
+             "base angular velocity, base frame [rad/s]"),
+            ("projected_gravity", 3, 1.0, o.noise_gravity, "unit gravity vector in the base frame"),
+            ("velocity_commands", 3, list(o.command_scale), 0.0,
+             "commanded vx, vy [m/s] (base frame), yaw rate [rad/s]"),
+            ("joint_pos", 12, o.dof_pos_scale, o.noise_dof_pos * o.dof_pos_scale,
+             "joint angles [rad] minus default_joint_pos"),
+            ("joint_vel", 12, o.dof_vel_scale, o.noise_dof_vel * o.dof_vel_scale, "joint velocities [rad/s]"),
+            ("last_actions", 12, 1.0, 0.0, "the policy's previous output, after clipping to action_clip"),
+        ], float(o.clip), self._noise_scale())
+        policy["terms"][3]["offset"] = list(c.control.default_joint_pos)
+        dr, on = c.domain_rand, float(o.add_noise)  # per-episode bias amplitudes (observation units), as noise
+        bias = {"base_ang_vel": dr.imu_bias_ang_vel * o.ang_vel_scale * dr.randomize_imu_bias,
+                "projected_gravity": dr.imu_bias_gravity * dr.randomize_imu_bias,
+                "joint_pos": dr.encoder_bias * o.dof_pos_scale * dr.randomize_encoder_bias}
+        for term in policy["terms"]:
+            term["bias"] = float(bias.get(term["name"], 0.0) * on)
+        return policy
+
+    def _privileged_interface(self) -> dict:
+        """The ``privileged`` group's description (no noise): state, variant parameters and sensor biases."""
+        o = self.cfg_task.obs
+        privileged = _group_interface([
+            ("base_lin_vel", 3, o.lin_vel_scale, 0.0, "base linear velocity, base frame [m/s]"),
+            ("ground_friction", 1, 1.0, 0.0, "sliding friction of the ground"),
+            ("added_base_mass", 1, 1.0, 0.0, "mass added to the base [kg]"),
+            ("motor_strength", 1, 1.0, 0.0, "scale of kp and kd"),
+            ("foot_forces", 4, 0.01, 0.0, "foot contact normal forces [N], FL, FR, RL, RR"),
+            ("push_velocity", 2, 1.0, 0.0, "last push's planar velocity [m/s], fading"),
+            *((name, size, scale, 0.0, what) for name, size, scale, _, what in PHYSICAL_TERMS),
+            *((name, size, scale, 0.0, what) for name, size, scale, what in self.BIAS_TERMS),
+        ], None, self._noise_scale())
+        for term in privileged["terms"]:
+            offset = next((o for name, _, _, o, _ in PHYSICAL_TERMS if name == term["name"]), 0.0)
+            if offset:
+                term["offset"] = offset
+        return privileged
+
+    def _height_scan_interface(self) -> dict:
+        """The ``height_scan`` group's description: a ``[1, rows, cols]`` grid of clipped heights."""
+        c, o = self.cfg_task, self.cfg_task.obs
+        rows, cols = self._scan_local.shape[:2]
+        return {"shape": [1, int(rows), int(cols)], "scale": o.height_scale, "clip": None,
+                "noise": o.noise_height * o.height_scale * self._noise_scale(),
+                "quantity": (f"clip(base height above the terrain point - {c.rewards.base_height_target}, -1, 1) "
+                             f"[m] on a grid x {list(o.scan_x)}, y {list(o.scan_y)}, step {o.scan_resolution} "
+                             "in the base's yaw frame")}
 
     @staticmethod
     def _history_interface(policy: dict, frames: int) -> dict:
@@ -550,9 +569,10 @@ class Go2Env(VecEnv):
         Needs an OpenGL context: on a machine without a display set ``MUJOCO_GL=egl`` (or ``osmesa``)
         before the first ``import mujoco``.
         """
-        import mujoco
-
+        fast = self.cfg_task.sim.render_quality == "fast"
         if getattr(self, "_renderer", None) is None or self._renderer_size != (width, height):
+            if fast:
+                self.sim.model.vis.quality.offsamples = 0  # no multisampling (read when the context is made)
             self._renderer = mujoco.Renderer(self.sim.model, height=height, width=width)
             self._renderer_size = (width, height)
             self._render_data = mujoco.MjData(self.sim.model)
@@ -561,6 +581,9 @@ class Go2Env(VecEnv):
         data.qvel[:] = self.sim.qvel[env_id]
         mujoco.mj_forward(self.sim.model, data)
         self._renderer.update_scene(data, camera="track")
+        if fast:
+            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
         return self._renderer.render().copy()
 
     STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
@@ -623,6 +646,17 @@ class Go2Env(VecEnv):
 
     def close(self) -> None:
         self.sim.close()
+
+
+def _group_interface(terms: list[tuple], clip: float | None, noise: float) -> dict:
+    """A 1D group's description from ``(name, size, scale, noise amplitude, quantity)`` terms, in order: each term's
+    ``start:stop`` within the group, its scale and its noise (amplitude x ``noise``, the config's noise factor)."""
+    out, start = [], 0
+    for name, size, scale, amplitude, what in terms:
+        out.append({"name": name, "start": start, "stop": start + size, "scale": scale,
+                    "noise": amplitude * noise, "quantity": what})
+        start += size
+    return {"size": start, "clip": clip, "terms": out}
 
 
 def _variant_state(variant: Variant) -> dict:

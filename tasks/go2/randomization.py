@@ -151,54 +151,76 @@ def sample_variant(dr: DomainRandCfg, rng: np.random.Generator, physics_dt: floa
         raise ValueError(f"strength {s}: must lie in [0, 1]")
     if s < 1.0 and nominal is None:
         raise ValueError("sample_variant: a strength under 1 needs the nominal model")
-    if nominal is not None:
-        dof = nominal.jnt_dofadr[nominal.joint(JOINT_NAMES[0]).id]
-        foot = nominal.geom(FOOT_GEOMS[0]).id
-        nom = {"damping": nominal.dof_damping[dof], "frictionloss": nominal.dof_frictionloss[dof],
-               "armature": nominal.dof_armature[dof], "timeconst": nominal.geom_solref[foot, 0],
-               "condim": int(nominal.geom_condim[foot]), "friction": nominal.geom_friction[nominal.geom("ground").id, 0]}
-    else:
-        nom = dict.fromkeys(("damping", "frictionloss", "armature", "timeconst", "friction"), 0.0) | {"condim": 3}
-
-    def toward(value: float, nominal_value: float) -> float:
-        return float(value) if s == 1.0 else float(nominal_value + s * (value - nominal_value))
-
-    def u(on: bool, lo_hi: list[float], neutral, nominal_value: float):
-        return toward(rng.uniform(*lo_hi), nominal_value) if on else neutral
-
-    softness = u(dr.randomize_foot_contact, dr.foot_softness_range, None, 0.0)
+    nom = _nominal_values(nominal)
+    draw = _Draw(rng, s)
+    # The order of the draws below fixes what a seed means (the pool a run trains on): keep it.
+    softness = draw.uniform(dr.randomize_foot_contact, dr.foot_softness_range, None, 0.0)
     solimp = None if softness is None else tuple(d + softness * (x - d) for d, x in zip(DEFAULT_SOLIMP, SOFT_SOLIMP))
-    timeconst = u(dr.randomize_foot_contact, dr.foot_solref_timeconst_range, None, nom["timeconst"])
+    timeconst = draw.uniform(dr.randomize_foot_contact, dr.foot_solref_timeconst_range, None, nom["timeconst"])
     condim = None
     if dr.randomize_foot_condim:
         condim = int(rng.choice(dr.foot_condim_choices))
         condim = condim if rng.random() < s else nom["condim"]
-    latency = 0.0
-    if dr.randomize_latency:
-        first = math.ceil(dr.latency_range_s[0] / physics_dt - 1e-6)
-        last = math.floor(dr.latency_range_s[1] / physics_dt + 1e-6)
-        latency = round(s * int(rng.integers(first, last + 1))) * physics_dt
-    legs = (tuple(toward(x, 1.0) for x in rng.uniform(*dr.leg_mass_scale_range, len(LEG_BODIES)))
+    latency = _draw_latency(dr, rng, s, physics_dt) if dr.randomize_latency else 0.0
+    legs = (tuple(draw.toward(x, 1.0) for x in rng.uniform(*dr.leg_mass_scale_range, len(LEG_BODIES)))
             if dr.randomize_leg_mass else 1.0)
-    com = (tuple(toward(rng.uniform(-r, r), 0.0) for r in dr.base_com_offset_range)
+    com = (tuple(draw.toward(rng.uniform(-r, r), 0.0) for r in dr.base_com_offset_range)
            if dr.randomize_base_com else (0.0, 0.0, 0.0))
     return Variant(
         name=name,
-        joint_damping=u(dr.randomize_joint_damping, dr.joint_damping_range, None, nom["damping"]),
-        joint_frictionloss=u(dr.randomize_joint_frictionloss, dr.joint_frictionloss_range, None, nom["frictionloss"]),
-        joint_armature=u(dr.randomize_armature, dr.armature_range, None, nom["armature"]),
+        joint_damping=draw.uniform(dr.randomize_joint_damping, dr.joint_damping_range, None, nom["damping"]),
+        joint_frictionloss=draw.uniform(dr.randomize_joint_frictionloss, dr.joint_frictionloss_range, None,
+                                        nom["frictionloss"]),
+        joint_armature=draw.uniform(dr.randomize_armature, dr.armature_range, None, nom["armature"]),
         foot_solref=None if timeconst is None else (timeconst, DEFAULT_SOLREF[1]),
         foot_solimp=solimp,
         foot_condim=condim,
         leg_mass_scale=legs,
-        base_added_mass=u(dr.randomize_base_mass, dr.added_mass_range, 0.0, 0.0),
+        base_added_mass=draw.uniform(dr.randomize_base_mass, dr.added_mass_range, 0.0, 0.0),
         base_com_offset=com,
-        kp_scale=u(dr.randomize_pd_gains, dr.kp_scale_range, 1.0, 1.0),
-        kd_scale=u(dr.randomize_pd_gains, dr.kd_scale_range, 1.0, 1.0),
-        motor_strength=u(dr.randomize_motor_strength, dr.motor_strength_range, 1.0, 1.0),
+        kp_scale=draw.uniform(dr.randomize_pd_gains, dr.kp_scale_range, 1.0, 1.0),
+        kd_scale=draw.uniform(dr.randomize_pd_gains, dr.kd_scale_range, 1.0, 1.0),
+        motor_strength=draw.uniform(dr.randomize_motor_strength, dr.motor_strength_range, 1.0, 1.0),
         latency_s=latency,
-        ground_friction=u(dr.randomize_friction, dr.friction_range, None, nom["friction"]),
+        ground_friction=draw.uniform(dr.randomize_friction, dr.friction_range, None, nom["friction"]),
     )
+
+
+def _nominal_values(nominal: mujoco.MjModel | None) -> dict:
+    """The nominal robot's values that :func:`sample_variant` moves draws towards (joint 0 and foot 0 stand for
+    all: the task sets them alike); zeros and condim 3 without a model (strength 1 never uses them)."""
+    if nominal is None:
+        return dict.fromkeys(("damping", "frictionloss", "armature", "timeconst", "friction"), 0.0) | {"condim": 3}
+    dof = nominal.jnt_dofadr[nominal.joint(JOINT_NAMES[0]).id]
+    foot = nominal.geom(FOOT_GEOMS[0]).id
+    return {"damping": nominal.dof_damping[dof], "frictionloss": nominal.dof_frictionloss[dof],
+            "armature": nominal.dof_armature[dof], "timeconst": nominal.geom_solref[foot, 0],
+            "condim": int(nominal.geom_condim[foot]), "friction": nominal.geom_friction[nominal.geom("ground").id, 0]}
+
+
+@dataclass
+class _Draw:
+    """Uniform draws from ``rng`` scaled by the curriculum ``strength``: ``nominal + strength * (draw - nominal)``."""
+
+    rng: np.random.Generator
+    strength: float
+
+    def toward(self, value: float, nominal_value: float) -> float:
+        """``value`` moved towards ``nominal_value`` by the strength (exactly ``value`` at full strength)."""
+        s = self.strength
+        return float(value) if s == 1.0 else float(nominal_value + s * (value - nominal_value))
+
+    def uniform(self, on: bool, lo_hi: list[float], neutral, nominal_value: float):
+        """A draw from ``lo_hi`` moved toward the nominal value when ``on``, else ``neutral`` (no draw taken)."""
+        return self.toward(self.rng.uniform(*lo_hi), nominal_value) if on else neutral
+
+
+def _draw_latency(dr: DomainRandCfg, rng: np.random.Generator, strength: float, physics_dt: float) -> float:
+    """A latency [s] in whole physics steps, uniform over the steps inside ``dr.latency_range_s``, scaled by the
+    strength and rounded to a whole step."""
+    first = math.ceil(dr.latency_range_s[0] / physics_dt - 1e-6)
+    last = math.floor(dr.latency_range_s[1] / physics_dt + 1e-6)
+    return round(strength * int(rng.integers(first, last + 1))) * physics_dt
 
 
 #: Privileged observation terms of a variant's physical parameters, in :func:`physical_features`' order:

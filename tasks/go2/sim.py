@@ -20,7 +20,8 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
-from tasks.go2.config import ConfigError, Go2Cfg
+from rlcore.env import ConfigError
+from tasks.go2.config import Go2Cfg
 from tasks.go2.randomization import JOINT_NAMES, LEGS, Variant, apply_variant, latency_steps, sample_variant
 from tasks.go2.terrain import Terrain
 
@@ -54,6 +55,8 @@ def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
     if cfg.sim.integrator not in integrators or cfg.sim.cone not in cones:
         raise ConfigError(f"go2.sim: integrator {cfg.sim.integrator!r} / cone {cfg.sim.cone!r}; use one of "
                           f"{sorted(integrators)} / {sorted(cones)}")
+    if cfg.sim.render_quality not in ("fast", "full"):
+        raise ConfigError(f"go2.sim.render_quality: {cfg.sim.render_quality!r}; use one of ['fast', 'full']")
     spec.option.integrator = getattr(mujoco.mjtIntegrator, integrators[cfg.sim.integrator])
     spec.option.cone = getattr(mujoco.mjtCone, cones[cfg.sim.cone])
     spec.option.impratio = cfg.sim.impratio
