@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlcore.errors import ConfigError
+from rlcore.pretrained import PRETRAINED, pretrained_path
 from rlcore.utils.cli import UserError, parse_key_values, usage, user_errors
 
 # torch, onnxruntime and the Go2 task (MuJoCo) load inside the functions that use them, so that ``--help`` and a
@@ -66,7 +67,10 @@ class RobustnessCfg:
 
 
 def resolve_policy(path: str) -> str:
-    """The ONNX file of ``path``: the file itself, or a run directory's ``exported/policy.onnx`` / ``policy.onnx``."""
+    """The ONNX file of ``path``: the file itself, a run directory's ``exported/policy.onnx`` / ``policy.onnx``, or
+    the file of a policy shipped with rlcore (``go2_flat``: :mod:`rlcore.pretrained`) when no such path exists."""
+    if path in PRETRAINED and not os.path.exists(path):
+        return pretrained_path(path)
     if os.path.isdir(path):
         for candidate in (os.path.join(path, "exported", "policy.onnx"), os.path.join(path, "policy.onnx")):
             if os.path.isfile(candidate):
@@ -74,7 +78,8 @@ def resolve_policy(path: str) -> str:
         raise UserError(f"{path}: no exported/policy.onnx or policy.onnx in this directory; export one with "
                         f"python -m rlcore.export checkpoint={path} format=onnx.")
     if not os.path.isfile(path):
-        raise UserError(f"{path}: no such file or directory; give an exported policy.onnx or a run directory.")
+        raise UserError(f"{path}: no such file or directory; give an exported policy.onnx, a run directory or a "
+                        f"shipped policy ({', '.join(PRETRAINED)}).")
     return path
 
 

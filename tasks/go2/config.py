@@ -75,6 +75,7 @@ class RewardsCfg:
     weights: dict[str, float] = field(
         default_factory=lambda: {
             "tracking_lin_vel": 1.0,
+            "tracking_lin_vel_fine": 0.0,
             "tracking_ang_vel": 0.5,
             "lin_vel_z": -2.0,
             "ang_vel_xy": -0.05,
@@ -91,6 +92,7 @@ class RewardsCfg:
         }
     )
     tracking_sigma: float = 0.25
+    tracking_sigma_fine: float = 0.05  # kernel of tracking_lin_vel_fine [m^2/s^2]
     base_height_target: float = 0.30
     soft_dof_pos_limit: float = 0.9  # fraction of the joint range before the limit penalty starts
     feet_air_time_target: float = 0.3  # [s] (legged_gym: 0.5; shorter steps suit the small Go2 and learn faster)

@@ -19,6 +19,14 @@ def tracking_lin_vel(env) -> torch.Tensor:
     return torch.exp(-err / env.cfg_task.rewards.tracking_sigma)
 
 
+def tracking_lin_vel_fine(env) -> torch.Tensor:
+    """exp(-|v_xy_cmd - v_xy|^2 / sigma_fine): the planar tracking term again with a narrow kernel. Near zero while
+    the robot is far off (early training is driven by the wide term alone); once it walks, it keeps paying for the
+    last few cm/s that the wide kernel hardly distinguishes (exp(-0.06^2 / 0.25) = 0.986)."""
+    err = torch.sum(torch.square(env.commands[:, :2] - env.base_lin_vel[:, :2]), dim=1)
+    return torch.exp(-err / env.cfg_task.rewards.tracking_sigma_fine)
+
+
 def tracking_ang_vel(env) -> torch.Tensor:
     """exp(-(w_z_cmd - w_z)^2 / sigma): yaw rate against the command."""
     err = torch.square(env.commands[:, 2] - env.base_ang_vel[:, 2])
@@ -95,6 +103,6 @@ def termination(env) -> torch.Tensor:
 
 REWARD_TERMS: dict[str, Callable] = {
     f.__name__: f
-    for f in (tracking_lin_vel, tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
+    for f in (tracking_lin_vel, tracking_lin_vel_fine, tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
               dof_acc, action_rate, feet_air_time, collision, dof_pos_limits, termination)
 }

@@ -138,3 +138,16 @@ def test_command_line_reports_a_missing_policy_in_one_line():
     proc = subprocess.run([sys.executable, "-m", "rlcore.play", "episodes=1"], cwd=REPO_ROOT, env=cli_env(),
                           capture_output=True, text=True, timeout=120)
     assert_user_error(proc, "play needs checkpoint=", "pretrained=<name> (go2_flat)")
+
+
+def test_robustness_takes_a_shipped_policy_by_name():
+    """``python -m rlcore.robustness go2_flat`` runs the shipped file: on the nominal robot the teacher tracks the
+    probe commands (a standing policy scores ~0.5 m/s) without a fall."""
+    from rlcore.robustness import evaluate, resolve_policy, select_variants
+
+    assert resolve_policy("go2_flat") == pretrained_path("go2_flat")
+    lines = []
+    result = evaluate("go2_flat", variants=select_variants(["nominal"]), threads=1, table="none", out=lines.append)
+    assert result["policy"] == pretrained_path("go2_flat")
+    assert result["nominal_err"] < 0.1 and result["falls"] == 0
+    assert lines[-1].startswith("robustness: nominal_err=")
