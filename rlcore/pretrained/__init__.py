@@ -37,6 +37,16 @@ PRETRAINED: dict[str, Pretrained] = {
                 "'task.obs_groups.actor=[policy,policy_history]'; python -m rlcore.export checkpoint=<run> format=onnx",
         robustness="nominal_err=0.063 mean_err=0.066 worst_err=0.141 falls=2/170",
     ),
+    "go2_flat_student": Pretrained(
+        file="go2_flat_student.onnx",
+        task="go2",
+        summary="blind LSTM student (128 units) distilled from go2_flat: reads only the policy group (what the robot "
+                "measures), its memory stands in for the teacher's 5-frame history; randomised robots",
+        command="python -m rlcore.train task=go2 algorithm=distillation model=rnn teacher=<go2_flat run> seed=1 "
+                "runner.max_iterations=300 +task.env.obs.history_length=5; "
+                "python -m rlcore.export checkpoint=<run> format=onnx",
+        robustness="nominal_err=0.051 mean_err=0.074 worst_err=0.265 falls=2/170",
+    ),
 }
 
 

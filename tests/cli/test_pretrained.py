@@ -45,13 +45,15 @@ def test_shipped_files_are_small_and_carry_their_interface():
     assert total < 5 * 2**20  # well under 5 MB together
 
 
-def test_pretrained_go2_walks_on_the_nominal_robot(capsys):
-    """200 control steps (4 s) of the shipped teacher on 4 envs with random commands: nobody falls, and the
-    planar tracking error is that of a walking policy (a standing one scores ~0.5 m/s on these ranges)."""
-    result = play(play_args("task=go2", "pretrained=go2_flat", "episodes=1", "num_envs=4", "max_steps=200",
+@pytest.mark.parametrize("name", ["go2_flat", "go2_flat_student"])
+def test_pretrained_go2_walks_on_the_nominal_robot(capsys, name):
+    """200 control steps (4 s) of a shipped policy (the teacher; its blind LSTM student, recurrent state fed back)
+    on 4 envs with random commands: nobody falls, and the planar tracking error is that of a walking policy (a
+    standing one scores ~0.5 m/s on these ranges)."""
+    result = play(play_args("task=go2", f"pretrained={name}", "episodes=1", "num_envs=4", "max_steps=200",
                             "threads=1", "seed=2"))
     out = capsys.readouterr().out
-    assert "pretrained=go2_flat (onnxruntime, interface from the file)" in out
+    assert f"pretrained={name} (onnxruntime, interface from the file)" in out
     assert result["returns"] == [] and result["steps"] == 200  # no episode ended: no fall
     assert result["metrics"]["/metrics/lin_vel_error_now"] < 0.15
     assert result["metrics"]["/physics_failures"] == 0.0
