@@ -134,7 +134,7 @@ def run_candidate(name: str, settings: dict, args, seed: int = 0) -> dict:
             t0 = time.perf_counter()
             sim.step(targets)
             elapsed += time.perf_counter() - t0
-            bad = np.flatnonzero(sim.unstable)
+            bad = np.flatnonzero(sim.unstable.cpu().numpy())
             unstable += bad.size
             if bad.size:
                 spawn(bad)

@@ -244,7 +244,7 @@ def _closed_loop(env, session, meta: dict, settle: int, measured: int) -> dict:
             bad_action = ~np.isfinite(actions).all(axis=1)
             actions = np.where(bad_action[:, None], 0.0, actions).astype(np.float32)
             obs, _, dones, extras = env.step(torch.from_numpy(actions))
-            now_unstable = env.sim.unstable | bad_action
+            now_unstable = env.sim.unstable.cpu().numpy() | bad_action
             fell = (dones & ~extras["time_outs"]).cpu().numpy() | now_unstable
             first = fell & ~fallen
             fall_time[first] = (step + 1) * control_dt

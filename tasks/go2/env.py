@@ -1,7 +1,13 @@
 """Unitree Go2 velocity tracking on MuJoCo: the ``VecEnv`` of ``task=go2`` and ``task=go2_rough``.
 
-Physics runs in :class:`~tasks.go2.sim.Go2Sim` (all envs in one threaded MuJoCo rollout call per
-control step); everything else, the MDP, is vectorised torch over state tensors ``[N, ...]``:
+Physics sits behind :class:`~tasks.go2.sim_interface.Simulator`, a protocol in torch tensors ``[N, ...]`` on
+the task device: state views (base pose and velocity, joints, actuator torques, contact forces), ``step``
+towards PD targets, ``reset`` of selected envs, ``push``, model variants, ground ``heights``, ``unstable`` flags.
+This module uses only those members (``render`` and ``deployment_interface`` through the protocol's ``render``
+and ``solver_options``). The backend is :attr:`Go2Env.sim_class`: :class:`~tasks.go2.sim.Go2Sim` (MuJoCo's
+threaded rollout on the CPU, all envs in one C call per control step) by default; a GPU backend (MuJoCo Warp)
+would be another class with the same members. Everything else, the MDP, is vectorised torch over the state
+tensors:
 
 - commands ``[N, 3]`` (vx, vy in the base frame, yaw rate), resampled on a timer; heading mode turns a
   sampled heading into a yaw-rate command; small planar commands are zeroed;
@@ -11,7 +17,7 @@ control step); everything else, the MDP, is vectorised torch over state tensors 
   ``obs.history_length = L > 0``, ``policy_history [N, L * 45]`` (the policy frames of the last L steps);
 - resets of finished envs only, terrain curriculum, domain randomisation (:mod:`tasks.go2.randomization`:
   a physical variant per episode, per-episode sensor biases) and pushes;
-- physics failures (:attr:`Go2Sim.unstable`): the env's episode ends (terminated, reward 0), it is reset, and
+- physics failures (``Simulator.unstable``): the env's episode ends (terminated, reward 0), it is reset, and
   ``extras["log"]["/physics_failures"]`` counts them per step.
 
 State tensors the reward terms read: ``base_pos``, ``base_quat`` (w, x, y, z), ``base_lin_vel`` and
@@ -25,16 +31,16 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import mujoco
 import numpy as np
 import torch
 from tensordict import TensorDict
 
 from rlcore.env import ConfigError, VecEnv
 from tasks.go2.config import Go2Cfg, make_config
-from tasks.go2.randomization import PHYSICAL_TERMS, Variant, physical_features
+from tasks.go2.randomization import PHYSICAL_TERMS, Variant
 from tasks.go2.rewards import REWARD_TERMS
 from tasks.go2.sim import JOINT_NAMES, Go2Sim
+from tasks.go2.sim_interface import Simulator
 from tasks.go2.terrain import Terrain, scan_points
 
 
@@ -60,13 +66,15 @@ class Go2Env(VecEnv):
 
     Args:
         num_envs: number of environments N.
-        device: torch device of observations, rewards and the MDP state ("cpu" or "cuda"); physics is on the CPU.
+        device: torch device of observations, rewards, the MDP state and the simulator's tensors ("cpu" or
+            "cuda"); :class:`~tasks.go2.sim.Go2Sim` computes on the CPU and converts at its boundary.
         seed: seeds the task's private generators (resets, commands, noise, terrain levels, variants).
         **overrides: nested settings merged into :class:`~tasks.go2.config.Go2Cfg` (unknown keys are errors).
     """
 
-    #: The simulator class.
-    sim_class: type[Go2Sim] = Go2Sim
+    #: The simulator backend, called as ``sim_class(cfg, num_envs, terrain, rng, device)``; it must satisfy
+    #: :class:`~tasks.go2.sim_interface.Simulator`.
+    sim_class: type[Simulator] = Go2Sim
     #: Width of the ``policy`` group (one frame).
     POLICY_SIZE = 45
     #: Per-episode sensor biases in the privileged group: (name, size, scale, what); value = bias * scale.
@@ -91,7 +99,8 @@ class Go2Env(VecEnv):
         self.generator.manual_seed(0 if seed is None else int(seed))
 
         self.terrain = Terrain(c.terrain, n, self.device, self.generator)
-        self.sim = self.sim_class(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)))
+        self.sim: Simulator = self.sim_class(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)),
+                                             self.device)
         self.reward_terms = [(name, REWARD_TERMS[name], w * self.dt) for name, w in c.rewards.weights.items() if w != 0]
         self._init_constants()
         self._init_buffers()
@@ -108,10 +117,10 @@ class Go2Env(VecEnv):
             return torch.as_tensor(np.asarray(x), dtype=torch.float32, device=dev)
 
         self.default_dof_pos = t(c.control.default_joint_pos)
-        rng = t(self.sim.joint_range)  # [12, 2]
+        rng = self.sim.joint_range.to(dev)  # [12, 2]
         mid, half = rng.mean(dim=1), (rng[:, 1] - rng[:, 0]) / 2 * c.rewards.soft_dof_pos_limit
         self.soft_dof_limits = torch.stack([mid - half, mid + half], dim=1)  # [12, 2]
-        self.torque_limit = t(self.sim.torque_limit)
+        self.torque_limit = self.sim.torque_limit.to(dev)
         self.update_variant_params()
         self._scan_local = scan_points(c.obs.scan_x, c.obs.scan_y, c.obs.scan_resolution).to(dev)  # [H, W, 2]
         self.command_scale = t(c.obs.command_scale)
@@ -133,7 +142,7 @@ class Go2Env(VecEnv):
         self.push_vel = z(2)
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
         self.imu_bias, self.joint_pos_bias = z(6), z(12)  # per episode: gyro (3), gravity (3); encoders (12)
-        self.physics_failures = 0  # unstable env steps since construction
+        self._physics_failures = torch.zeros((), dtype=torch.long, device=dev)  # a tensor: no sync per step
         # Observation history: the policy frames of the last history_length steps, newest first; the frame last
         # returned (pushed at the next step); envs whose history restarts from their next frame (new episodes).
         self.policy_history = z(c.obs.history_length, self.POLICY_SIZE)
@@ -150,15 +159,21 @@ class Go2Env(VecEnv):
         """Tabulate the physical parameters of the sim's variants, ``variant_params [K, 20]``: ground friction,
         added base mass, motor strength, then the raw quantities of :data:`~tasks.go2.randomization.PHYSICAL_TERMS`
         (call again after replacing the sim's variants)."""
-        rows = [[1.0 if v.ground_friction is None else v.ground_friction, v.base_added_mass, v.motor_strength,
-                 *physical_features(v, self.sim.model)] for v in self.sim.physical]
-        self.variant_params = torch.tensor(rows, dtype=torch.float32, device=self.device)
+        rows = [[1.0 if v.ground_friction is None else v.ground_friction, v.base_added_mass, v.motor_strength]
+                for v in self.sim.physical]
+        head = torch.tensor(rows, dtype=torch.float32, device=self.device)
+        self.variant_params = torch.cat([head, self.sim.variant_features().to(self.device)], dim=1)
         scale = [s for _, size, s, _, _ in PHYSICAL_TERMS for _ in range(size)]
         offset = [o for _, size, _, o, _ in PHYSICAL_TERMS for _ in range(size)]
         self._physical_scale = torch.tensor(scale, dtype=torch.float32, device=self.device)
         self._physical_offset = torch.tensor(offset, dtype=torch.float32, device=self.device)
         self._bias_scale = torch.tensor([s for _, size, s, _ in self.BIAS_TERMS for _ in range(size)],
                                         dtype=torch.float32, device=self.device)
+
+    @property
+    def physics_failures(self) -> int:
+        """Unstable env steps since construction (envs whose physics failed, summed over steps)."""
+        return int(self._physics_failures)
 
     def randomization_progress(self) -> float:
         """How far the domain-randomisation curriculum is, in [0, 1] (1 without a curriculum)."""
@@ -167,24 +182,21 @@ class Go2Env(VecEnv):
 
     # ------------------------------------------------------------------ state from the simulator
     def _refresh_state(self) -> None:
-        """Read the simulator's arrays into the torch state tensors (a view on CPU, one copy to another device)."""
+        """Derive the MDP's state tensors from the simulator's views (call after every simulator mutation)."""
         s = self.sim
-        qpos = torch.from_numpy(s.qpos).to(self.device, torch.float32)
-        qvel = torch.from_numpy(s.qvel).to(self.device, torch.float32)
-        sensors = torch.from_numpy(s.sensordata).to(self.device, torch.float32)
-        self.base_pos = qpos[:, :3]
-        self.base_quat = qpos[:, 3:7]
-        self.dof_pos = qpos[:, 7:19]
-        self.base_lin_vel = quat_rotate_inverse(self.base_quat, qvel[:, :3])
-        self.base_ang_vel = qvel[:, 3:6]  # a free joint's angular velocity is already in the body frame
-        self.dof_vel = qvel[:, 6:18]
+        self.base_pos = s.root_pos
+        self.base_quat = s.root_quat
+        self.dof_pos = s.joint_pos
+        self.base_lin_vel = quat_rotate_inverse(self.base_quat, s.root_lin_vel)
+        self.base_ang_vel = s.root_ang_vel
+        self.dof_vel = s.joint_vel
         gravity = torch.tensor([0.0, 0.0, -1.0], device=self.device).expand(self.num_envs, 3)
         self.projected_gravity = quat_rotate_inverse(self.base_quat, gravity)
-        self.base_height = self.base_pos[:, 2] - self.terrain.height_at(self.base_pos[:, :2])
-        self.torques = sensors[:, s.torque_sensor]
-        self.foot_forces = sensors[:, s.foot_sensor]
-        self.collision_forces = sensors[:, s.collision_sensor]
-        self.base_contact_force = sensors[:, s.base_sensor[0]]
+        self.base_height = self.base_pos[:, 2] - s.heights(self.base_pos[:, :2])
+        self.torques = s.joint_torque
+        self.foot_forces = s.foot_forces
+        self.collision_forces = s.collision_forces
+        self.base_contact_force = s.base_contact_force
 
     # ------------------------------------------------------------------ VecEnv API
     def get_observations(self) -> TensorDict:
@@ -200,9 +212,9 @@ class Go2Env(VecEnv):
         c = self.cfg_task
         self.actions.copy_(actions.to(self.device, torch.float32).clamp(-c.control.clip_actions, c.control.clip_actions))
         targets = self.default_dof_pos + c.control.action_scale * self.actions
-        self.sim.step(targets.detach().cpu().double().numpy())
-        failed = torch.from_numpy(self.sim.unstable).to(self.device)  # these envs kept their pre-step state
-        self.physics_failures += int(failed.sum())
+        self.sim.step(targets.detach())
+        failed = self.sim.unstable  # these envs kept their pre-step state
+        self._physics_failures += failed.sum()
         self._refresh_state()
         self.episode_length_buf += 1
         self.episode_steps += 1
@@ -309,12 +321,11 @@ class Go2Env(VecEnv):
             return lo + (hi - lo) * torch.rand(k, *shape, generator=g, device=dev)
 
         progress = self.randomization_progress()
-        allowed = len(self.sim.variants)
+        allowed = self.sim.num_variants
         if c.domain_rand.curriculum_steps > 0:  # the graded pool's first (mildest) variants only, early on
             allowed = min(allowed, max(1, math.ceil(allowed * progress)))
         variants = torch.randint(0, allowed, (k,), generator=g, device=dev)
-        ids_np = env_ids.cpu().numpy()
-        self.sim.set_variants(ids_np, variants.cpu().numpy())
+        self.sim.set_variants(env_ids, variants)
 
         origin = self.terrain.origins(env_ids)
         yaw = uniform(-math.pi, math.pi) if c.init.random_yaw else torch.zeros(k, device=dev)
@@ -324,8 +335,8 @@ class Go2Env(VecEnv):
         joints = torch.minimum(torch.maximum(joints, self.soft_dof_limits[:, 0]), self.soft_dof_limits[:, 1])
         lin = torch.cat([uniform(-c.init.base_lin_vel, c.init.base_lin_vel, 2), torch.zeros(k, 1, device=dev)], dim=1)
         ang = uniform(-c.init.base_ang_vel, c.init.base_ang_vel, 3)
-        qpos = torch.cat([pos, quat, joints], dim=1).double().cpu().numpy()
-        qvel = torch.cat([lin, ang, torch.zeros(k, 12, device=dev)], dim=1).double().cpu().numpy()
+        qpos = torch.cat([pos, quat, joints], dim=1)
+        qvel = torch.cat([lin, ang, torch.zeros(k, 12, device=dev)], dim=1)
         dr = c.domain_rand
         self.imu_bias[env_ids] = 0.0
         self.joint_pos_bias[env_ids] = 0.0
@@ -334,9 +345,7 @@ class Go2Env(VecEnv):
             self.imu_bias[env_ids] = uniform(-1.0, 1.0, 6) * amp
         if dr.randomize_encoder_bias:
             self.joint_pos_bias[env_ids] = uniform(-1.0, 1.0, 12) * dr.encoder_bias * progress
-        self.sim.qpos[ids_np] = qpos
-        self.sim.qvel[ids_np] = qvel
-        self.sim.sensordata[ids_np] = 0.0
+        self.sim.reset(env_ids, qpos, qvel)
         self.spawn_xy[env_ids] = pos[:, :2]
 
         self._resample_commands(env_ids)
@@ -388,7 +397,7 @@ class Go2Env(VecEnv):
         if env_ids.numel() == 0:
             return
         v = (torch.rand(env_ids.numel(), 2, generator=self.generator, device=self.device) * 2 - 1) * dr.max_push_vel_xy
-        self.sim.qvel[env_ids.cpu().numpy(), :2] = v.double().cpu().numpy()
+        self.sim.push(env_ids, v)
         self.push_vel[env_ids] = v
         self._refresh_state()
 
@@ -422,7 +431,7 @@ class Go2Env(VecEnv):
             self._noise(self.dof_vel * o.dof_vel_scale, o.noise_dof_vel * o.dof_vel_scale),
             self.actions,
         ], dim=1).clamp(-o.clip, o.clip)
-        variant = self.variant_params[torch.from_numpy(self.sim.env_variant).to(self.device)]  # [N, 20]
+        variant = self.variant_params[self.sim.env_variant]  # [N, 20]
         privileged = torch.cat([
             self.base_lin_vel * o.lin_vel_scale,
             variant[:, :3],  # ground friction, added base mass, motor strength
@@ -431,7 +440,7 @@ class Go2Env(VecEnv):
             (variant[:, 3:] - self._physical_offset) * self._physical_scale,
             torch.cat([imu_bias, joint_bias], dim=1) * self._bias_scale,
         ], dim=1)
-        terrain = self.terrain.height_at(self.height_scan_points())  # [N, H, W]
+        terrain = self.sim.heights(self.height_scan_points())  # [N, H, W]
         rel = (self.base_pos[:, 2, None, None] - terrain - self.cfg_task.rewards.base_height_target).clamp(-1.0, 1.0)
         scan = self._noise(rel * o.height_scale, o.noise_height * o.height_scale).unsqueeze(1)
         groups = {"policy": policy, "privileged": privileged, "height_scan": scan}
@@ -464,7 +473,7 @@ class Go2Env(VecEnv):
         added at every step during training and ``bias`` (policy terms) the amplitude of a uniform offset drawn per
         episode (both in observation units).
         """
-        c, opt = self.cfg_task, self.sim.model.opt
+        c, physics = self.cfg_task, self.sim.solver_options()
         policy = self._policy_interface()
         groups = {"policy": policy, "privileged": self._privileged_interface()}
         if c.obs.history_length > 0:
@@ -475,7 +484,7 @@ class Go2Env(VecEnv):
             "default_joint_pos": list(c.control.default_joint_pos),
             "kp": [float(c.control.kp)] * 12,
             "kd": [float(c.control.kd)] * 12,
-            "torque_limits": [float(x) for x in self.sim.torque_limit],
+            "torque_limits": physics["torque_limits"],
             "action_scale": float(c.control.action_scale),
             "action_clip": float(c.control.clip_actions),
             "action_law": ("target = default_joint_pos + action_scale * clip(action, -action_clip, action_clip); "
@@ -483,9 +492,7 @@ class Go2Env(VecEnv):
                            "physics step"),
             "physics_dt": float(c.sim.dt),
             "decimation": int(c.sim.decimation),
-            "solver": {"integrator": mujoco.mjtIntegrator(opt.integrator).name, "cone": mujoco.mjtCone(opt.cone).name,
-                       "iterations": int(opt.iterations), "ls_iterations": int(opt.ls_iterations),
-                       "impratio": float(opt.impratio)},
+            "solver": physics["solver"],
             "command_ranges": {"lin_vel_x": list(c.commands.lin_vel_x), "lin_vel_y": list(c.commands.lin_vel_y),
                                "ang_vel_yaw": list(c.commands.ang_vel_yaw), "heading": list(c.commands.heading),
                                "heading_command": bool(c.commands.heading_command),
@@ -567,24 +574,10 @@ class Go2Env(VecEnv):
         """An RGB frame ``[H, W, 3]`` uint8 of env ``env_id`` from a camera following the robot.
 
         Needs an OpenGL context: on a machine without a display set ``MUJOCO_GL=egl`` (or ``osmesa``)
-        before the first ``import mujoco``.
+        before the first ``import mujoco``. ``go2.sim.render_quality = "fast"``: no multisampling, shadows or
+        reflections.
         """
-        fast = self.cfg_task.sim.render_quality == "fast"
-        if getattr(self, "_renderer", None) is None or self._renderer_size != (width, height):
-            if fast:
-                self.sim.model.vis.quality.offsamples = 0  # no multisampling (read when the context is made)
-            self._renderer = mujoco.Renderer(self.sim.model, height=height, width=width)
-            self._renderer_size = (width, height)
-            self._render_data = mujoco.MjData(self.sim.model)
-        data = self._render_data
-        data.qpos[:] = self.sim.qpos[env_id]
-        data.qvel[:] = self.sim.qvel[env_id]
-        mujoco.mj_forward(self.sim.model, data)
-        self._renderer.update_scene(data, camera="track")
-        if fast:
-            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
-            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
-        return self._renderer.render().copy()
+        return self.sim.render(env_id, width, height, fast=self.cfg_task.sim.render_quality == "fast")
 
     STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
                      "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy",
@@ -594,14 +587,10 @@ class Go2Env(VecEnv):
     def state_dict(self) -> dict:
         """Everything that decides the task's future given the actions, for an exact resume (tensors only)."""
         out = {name: getattr(self, name).detach().clone() for name in self.STATE_TENSORS}
-        out["sim_state"] = torch.from_numpy(self.sim.state.copy())
-        out["sim_sensordata"] = torch.from_numpy(self.sim.sensordata.copy())
-        out["env_variant"] = torch.from_numpy(self.sim.env_variant.copy())
+        out.update(self.sim.state_dict())  # sim_state, sim_sensordata, env_variant, the latency pipeline
         # The pool of physical variants is drawn from the seed at construction: keep it, so a resume (whatever
         # its seed) simulates the same robots.
         out["physical_variants"] = [_variant_state(v) for v in self.sim.physical]
-        out["sim_target_history"] = torch.from_numpy(self.sim._history.copy())
-        out["sim_fresh"] = torch.from_numpy(self.sim._fresh.copy())
         out["terrain_levels"] = self.terrain.levels.clone()
         out["episode_sums"] = {k: v.clone() for k, v in self.episode_sums.items()}
         out["last_episode"] = {k: v.clone() for k, v in self._last_episode.items()}
@@ -625,18 +614,12 @@ class Go2Env(VecEnv):
                 raise ConfigError(f"env state holds {value.shape[1]} history frames; this env keeps "
                                   f"go2.obs.history_length={self.policy_history.shape[1]}")
             setattr(self, name, value)
-        self.sim.state[:] = state["sim_state"].numpy()
-        self.sim.sensordata[:] = state["sim_sensordata"].numpy()
         if "physical_variants" in state:
             physical = [_variant_from_state(d) for d in state["physical_variants"]]
             if physical != self.sim.physical:
                 self.sim.set_physical_variants(physical)
                 self.update_variant_params()
-        variants = state["env_variant"].numpy()
-        self.sim.set_variants(np.arange(self.num_envs), variants)
-        if "sim_target_history" in state:  # the latency pipeline: targets given but not yet applied
-            self.sim._history = state["sim_target_history"].numpy().copy()
-            self.sim._fresh[:] = state["sim_fresh"].numpy()
+        self.sim.load_state_dict(state)  # physics state, sensors, each env's variant, the latency pipeline
         self.terrain.levels = state["terrain_levels"].to(self.device).clone()
         self.episode_sums = {k: v.to(self.device).clone() for k, v in state["episode_sums"].items()}
         self._last_episode = {k: v.to(self.device).clone() for k, v in state["last_episode"].items()}

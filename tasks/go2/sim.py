@@ -1,14 +1,21 @@
-"""The batched MuJoCo simulation behind the Go2 task.
+"""The batched MuJoCo simulation behind the Go2 task: the CPU backend of :class:`~tasks.go2.sim_interface.Simulator`.
 
 One compiled scene (robot + plane or height field), ``num_variants`` physical copies of it for domain
 randomisation (:mod:`tasks.go2.randomization`: joints, actuators, contacts, masses, latency, ground), and
 MuJoCo's threaded rollout API stepping all N environments ``decimation`` physics steps in one C call per
 control step. The full physics state of every env lives in one float64 array ``state [N, nstate]`` whose
-qpos / qvel columns are exposed as numpy views and as torch tensors sharing the same memory (no copies on CPU).
+qpos / qvel columns are numpy views (``qpos``, ``qvel``).
 
 Each env applies its variant's actuation latency (whole physics steps) and every step checks the physics:
 an env whose state became non-finite, exploded, or was reset by MuJoCo is flagged in ``unstable`` and kept
 at its last good state, so no garbage ever reaches observations or rewards (the task ends its episode).
+
+The task sees the simulator only through :class:`~tasks.go2.sim_interface.Simulator` (torch tensors on the task
+device): the float64 numpy state is converted once per mutating call (step, reset, push) into the ``float32``
+state views, and targets, reset states and pushes are converted back at the same boundary. The numpy arrays
+(``state``, ``qpos``, ``qvel``, ``sensordata``, ``ctrl``, ``latency``), ``model``, ``variants`` and
+:meth:`Go2Sim.rollout` are this backend's own: tests, benchmarks and the viewer may use them, the MDP does not
+(after writing them directly, call :meth:`Go2Sim.refresh`).
 """
 
 from __future__ import annotations
@@ -18,11 +25,20 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+import torch
 from mujoco import rollout
 
 from rlcore.env import ConfigError
 from tasks.go2.config import Go2Cfg
-from tasks.go2.randomization import JOINT_NAMES, LEGS, Variant, apply_variant, latency_steps, sample_variant
+from tasks.go2.randomization import (
+    JOINT_NAMES,
+    LEGS,
+    Variant,
+    apply_variant,
+    latency_steps,
+    physical_features,
+    sample_variant,
+)
 from tasks.go2.terrain import Terrain
 
 ASSET = Path(__file__).parent / "assets" / "go2.xml"
@@ -82,16 +98,26 @@ def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
 MAX_SPEED = 100.0
 
 
+def _numpy(x, dtype=None) -> np.ndarray:
+    """A torch tensor (any device) or array-like as a numpy array."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=dtype)
+
+
 class Go2Sim:
-    """N Go2 environments stepped together.
+    """N Go2 environments stepped together (implements :class:`~tasks.go2.sim_interface.Simulator`).
+
+    The torch members of the protocol (state views, ``unstable``, ``env_variant``, ``joint_range``,
+    ``torque_limit``) are on ``device``. The numpy attributes below are this backend's own.
 
     Attributes:
         model: the nominal compiled model (the task's robot, no randomisation).
         physical: ``num_variants`` :class:`~tasks.go2.randomization.Variant` s drawn from ``cfg.domain_rand``.
         variants: their compiled models (:func:`~tasks.go2.randomization.apply_variant`).
-        env_variant: ``[N]`` int array, the variant each env currently simulates.
+        env_variant: ``[N]`` int64 tensor, the variant each env currently simulates.
         latency: ``[N]`` int, each env's actuation latency in physics steps (its variant's, or :meth:`set_latency`).
-        unstable: ``[N]`` bool, set by the last :meth:`step` where the physics failed at any of its physics steps:
+        unstable: ``[N]`` bool tensor, set by the last :meth:`step` where the physics failed at any of its physics steps:
             MuJoCo could not integrate (it then resets that env to the model's initial state, which shows as the
             clock jumping back), the state is not finite, or a speed exceeds :data:`MAX_SPEED` (no Go2 moves that
             fast; the first sign of a diverging solver). Such an env keeps its state from before the step (the
@@ -101,9 +127,12 @@ class Go2Sim:
             an unstable env).
     """
 
-    def __init__(self, cfg: Go2Cfg, num_envs: int, terrain: Terrain, rng: np.random.Generator) -> None:
+    def __init__(self, cfg: Go2Cfg, num_envs: int, terrain: Terrain, rng: np.random.Generator,
+                 device: str | torch.device = "cpu") -> None:
         self.cfg = cfg
         self.num_envs = n = num_envs
+        self.device = torch.device(device)
+        self.terrain = terrain
         self.model = build_model(cfg, terrain)
         m = self.model
         self.nthread = int(cfg.sim.threads or available_threads())
@@ -127,23 +156,11 @@ class Go2Sim:
         self._sensor_out = np.zeros((n, self.decimation, m.nsensordata))
         self.ctrl = np.zeros((n, self.decimation, m.nu))
 
-        # Sensor columns.
-        def sensor_cols(names: tuple[str, ...]) -> np.ndarray:
-            return np.array([m.sensor_adr[m.sensor(name).id] for name in names])
-
-        self.foot_sensor = sensor_cols(FEET)
-        self.collision_sensor = sensor_cols(COLLISION_ZONES)
-        self.base_sensor = sensor_cols(("base_touch",))
-        self.torque_sensor = sensor_cols(tuple(f"{j.removesuffix('_joint')}_torque" for j in JOINT_NAMES))
-        self.joint_qpos = np.array([m.jnt_qposadr[m.joint(j).id] for j in JOINT_NAMES])
-        self.joint_range = np.array([m.jnt_range[m.joint(j).id] for j in JOINT_NAMES])
-        self.torque_limit = np.array([m.actuator_forcerange[m.actuator(j.removesuffix("_joint")).id, 1] for j in JOINT_NAMES])
-        self.base_body = m.body("base").id
-        self.ground_geom = m.geom("ground").id
+        self._init_robot_constants()
 
         # Actuation latency: this and earlier control steps' targets [N, H, 12]; a fresh env has no past.
         self.latency = np.zeros(n, dtype=np.int64)
-        self.unstable = np.zeros(n, dtype=bool)
+        self.unstable = torch.zeros(n, dtype=torch.bool, device=self.device)
         self._history = np.zeros((n, 1, m.nu))
         self._fresh = np.ones(n, dtype=bool)
 
@@ -152,11 +169,50 @@ class Go2Sim:
         graded = cfg.domain_rand.curriculum_steps > 0  # variant i at strength (i + 1) / k
         physical = [sample_variant(cfg.domain_rand, rng, cfg.sim.dt, name=f"drawn_{i}",
                                    strength=(i + 1) / k if graded else 1.0, nominal=m) for i in range(k)]
-        self.env_variant = np.zeros(n, dtype=np.int64)
+        self.env_variant = torch.zeros(n, dtype=torch.long, device=self.device)
         self._models: list[mujoco.MjModel] = [m] * n
         self.set_physical_variants(physical)
         self._datas = [mujoco.MjData(m) for _ in range(max(1, self.nthread))]
         self._pool = rollout.Rollout(nthread=self.nthread if self.nthread > 1 else 0)
+        self._renderer: mujoco.Renderer | None = None
+        self.refresh()
+
+    def _init_robot_constants(self) -> None:
+        """Sensor columns, joint addresses and limits, body and geom ids of the nominal model."""
+        m = self.model
+
+        def sensor_cols(names: tuple[str, ...]) -> np.ndarray:
+            return np.array([m.sensor_adr[m.sensor(name).id] for name in names])
+
+        self.foot_sensor = sensor_cols(FEET)
+        self.collision_sensor = sensor_cols(COLLISION_ZONES)
+        self.base_sensor = sensor_cols(("base_touch",))
+        self.torque_sensor = sensor_cols(tuple(f"{j.removesuffix('_joint')}_torque" for j in JOINT_NAMES))
+        self.joint_qpos = np.array([m.jnt_qposadr[m.joint(j).id] for j in JOINT_NAMES])
+        self.joint_range = self._tensor(np.array([m.jnt_range[m.joint(j).id] for j in JOINT_NAMES]))
+        self._torque_limit = np.array([m.actuator_forcerange[m.actuator(j.removesuffix("_joint")).id, 1]
+                                       for j in JOINT_NAMES])
+        self.torque_limit = self._tensor(self._torque_limit)
+        self.base_body = m.body("base").id
+        self.ground_geom = m.geom("ground").id
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(x)).to(self.device, torch.float32)
+
+    def refresh(self) -> None:
+        """Convert the float64 numpy state into the torch state views (one conversion per array)."""
+        qpos, qvel, sensors = self._tensor(self.qpos), self._tensor(self.qvel), self._tensor(self.sensordata)
+        self.root_pos, self.root_quat, self.joint_pos = qpos[:, :3], qpos[:, 3:7], qpos[:, 7:19]
+        # A free joint's qvel: linear velocity in the world frame, angular velocity in the body frame.
+        self.root_lin_vel, self.root_ang_vel, self.joint_vel = qvel[:, :3], qvel[:, 3:6], qvel[:, 6:18]
+        self.joint_torque = sensors[:, self.torque_sensor]
+        self.foot_forces = sensors[:, self.foot_sensor]
+        self.collision_forces = sensors[:, self.collision_sensor]
+        self.base_contact_force = sensors[:, self.base_sensor[0]]
+
+    @property
+    def num_variants(self) -> int:
+        return len(self.physical)
 
     def set_physical_variants(self, physical: list[Variant]) -> None:
         """Replace the pool of variants (their models compiled here); every env then simulates variant 0."""
@@ -166,10 +222,10 @@ class Go2Sim:
         self.variant_latency = np.array([latency_steps(v, self.cfg.sim.dt) for v in self.physical], dtype=np.int64)
         self.set_variants(np.arange(self.num_envs), np.zeros(self.num_envs, dtype=np.int64))
 
-    def set_variants(self, env_ids: np.ndarray, variants: np.ndarray) -> None:
-        """Assign physical variants to envs (at reset); each env takes its variant's latency."""
-        env_ids, variants = np.asarray(env_ids), np.asarray(variants)
-        self.env_variant[env_ids] = variants
+    def set_variants(self, env_ids, variants) -> None:
+        """Assign physical variants to envs (at reset); each env takes its variant's latency (tensors or arrays)."""
+        env_ids, variants = _numpy(env_ids, np.int64), _numpy(variants, np.int64)
+        self.env_variant[torch.from_numpy(env_ids).to(self.device)] = torch.from_numpy(variants).to(self.device)
         for e, v in zip(env_ids.tolist(), variants.tolist()):
             self._models[e] = self.variants[v]
         self.set_latency(env_ids, self.variant_latency[variants])
@@ -204,9 +260,18 @@ class Go2Sim:
         back = np.maximum(0, -((j[None, :] - self.latency[:, None]) // self.decimation))  # ceil((k - j) / D)
         return self._history[np.arange(self.num_envs)[:, None], back]
 
-    def step(self, joint_targets: np.ndarray) -> None:
-        """Advance every env by ``decimation`` physics steps towards the PD targets ``[N, 12]`` (each env's latency
-        applied); flag and hold back envs whose physics failed (``unstable``)."""
+    def variant_features(self) -> torch.Tensor:
+        """``[K, 17]`` :func:`~tasks.go2.randomization.physical_features` of every variant."""
+        rows = [physical_features(v, self.model) for v in self.physical]
+        return self._tensor(np.stack(rows) if rows else np.zeros((0, 17)))
+
+    def step(self, joint_targets) -> None:
+        """Advance every env by ``decimation`` physics steps towards the PD targets ``[N, 12]`` (a tensor or an
+        array; each env's latency applied); flag and hold back envs whose physics failed (``unstable``)."""
+        self._physics_step(_numpy(joint_targets, np.float64))
+        self.refresh()
+
+    def _physics_step(self, joint_targets: np.ndarray) -> None:
         self.ctrl[:] = self.delayed_targets(joint_targets)
         clock = self.state[:, 0] + self.decimation * self.model.opt.timestep  # mjSTATE_FULLPHYSICS starts with time
         self.rollout()
@@ -214,7 +279,7 @@ class Go2Sim:
         speeds = np.abs(self._state_out[:, :, self._qvel_cols]).max(axis=(1, 2))  # NaN stays NaN
         unstable = ~(speeds <= MAX_SPEED) | ~np.isfinite(final).all(axis=1)
         unstable |= np.abs(final[:, 0] - clock) > 1e-9  # MuJoCo reset the env: its clock jumped back
-        self.unstable = unstable
+        self.unstable = torch.from_numpy(unstable).to(self.device)
         if unstable.any():
             ok = ~unstable
             self.state[ok] = final[ok]
@@ -234,6 +299,71 @@ class Go2Sim:
         self._pool.rollout(self._models, self._datas, self.state, self.ctrl, control_spec=mujoco.mjtState.mjSTATE_CTRL.value,
                            skip_checks=True, nstep=self.decimation, initial_warmstart=None,
                            state=self._state_out, sensordata=self._sensor_out, chunk_size=None)
+
+    def reset(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Write ``qpos [k, 19]`` and ``qvel [k, 18]`` into envs ``env_ids``; their sensor readings become zero."""
+        ids = _numpy(env_ids, np.int64)
+        self.qpos[ids] = _numpy(qpos, np.float64)
+        self.qvel[ids] = _numpy(qvel, np.float64)
+        self.sensordata[ids] = 0.0
+        self.refresh()
+
+    def push(self, env_ids: torch.Tensor, lin_vel_xy: torch.Tensor) -> None:
+        """Set the world-frame planar base velocity ``[k, 2]`` of envs ``env_ids``."""
+        self.qvel[_numpy(env_ids, np.int64), :2] = _numpy(lin_vel_xy, np.float64)
+        self.refresh()
+
+    def heights(self, xy: torch.Tensor) -> torch.Tensor:
+        """Ground height under world points ``xy [..., 2]`` (the terrain the height field was built from)."""
+        return self.terrain.height_at(xy)
+
+    def solver_options(self) -> dict:
+        """Exact torque limits and the solver settings of the nominal model, as plain Python values."""
+        opt = self.model.opt
+        return {"torque_limits": [float(x) for x in self._torque_limit],
+                "solver": {"integrator": mujoco.mjtIntegrator(opt.integrator).name,
+                           "cone": mujoco.mjtCone(opt.cone).name, "iterations": int(opt.iterations),
+                           "ls_iterations": int(opt.ls_iterations), "impratio": float(opt.impratio)}}
+
+    def render(self, env_id: int, width: int, height: int, fast: bool) -> np.ndarray:
+        """An RGB frame ``[height, width, 3]`` uint8 of env ``env_id`` from the ``track`` camera.
+
+        Needs an OpenGL context: on a machine without a display set ``MUJOCO_GL=egl`` (or ``osmesa``)
+        before the first ``import mujoco``.
+        """
+        if self._renderer is None or self._renderer_size != (width, height):
+            if fast:
+                self.model.vis.quality.offsamples = 0  # no multisampling (read when the context is made)
+            self._renderer = mujoco.Renderer(self.model, height=height, width=width)
+            self._renderer_size = (width, height)
+            self._render_data = mujoco.MjData(self.model)
+        data = self._render_data
+        data.qpos[:] = self.qpos[env_id]
+        data.qvel[:] = self.qvel[env_id]
+        mujoco.mj_forward(self.model, data)
+        self._renderer.update_scene(data, camera="track")
+        if fast:
+            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+        return self._renderer.render().copy()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Physics state, sensor readings, variant assignment and the latency pipeline (CPU tensors, copies)."""
+        return {"sim_state": torch.from_numpy(self.state.copy()),
+                "sim_sensordata": torch.from_numpy(self.sensordata.copy()),
+                "env_variant": self.env_variant.detach().cpu().clone(),
+                "sim_target_history": torch.from_numpy(self._history.copy()),
+                "sim_fresh": torch.from_numpy(self._fresh.copy())}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`'s entries (the target history only where ``state`` has one)."""
+        self.state[:] = _numpy(state["sim_state"])
+        self.sensordata[:] = _numpy(state["sim_sensordata"])
+        self.set_variants(np.arange(self.num_envs), state["env_variant"])
+        if "sim_target_history" in state:  # the latency pipeline: targets given but not yet applied
+            self._history = _numpy(state["sim_target_history"]).copy()
+            self._fresh[:] = _numpy(state["sim_fresh"])
+        self.refresh()
 
     def close(self) -> None:
         if self._pool is not None:

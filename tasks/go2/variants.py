@@ -126,9 +126,9 @@ class Go2VariantEnv(Go2Env):
 
     def _reset_envs(self, env_ids) -> None:
         """A reset keeps each env's assigned variant (the task would draw a new one)."""
-        kept = self.sim.env_variant[env_ids.cpu().numpy()].copy()
+        kept = self.sim.env_variant[env_ids].clone()
         super()._reset_envs(env_ids)
-        self.sim.set_variants(env_ids.cpu().numpy(), kept)
+        self.sim.set_variants(env_ids, kept)
 
 
 def _uniform(values: list, key: str) -> float:

@@ -98,7 +98,8 @@ def test_contract_shapes_and_model_constants():
     assert env.episode_length_buf.dtype == torch.long and env.episode_length_buf.tolist() == [1, 1, 1]
     # Model constants against the facts sheet.
     assert float(env.sim.model.body_mass.sum()) == pytest.approx(ROBOT_MASS, abs=1e-6)  # 15.017
-    assert env.sim.torque_limit.tolist() == TORQUE_LIMIT
+    assert env.sim.solver_options()["torque_limits"] == TORQUE_LIMIT
+    assert torch.equal(env.sim.torque_limit, torch.tensor(TORQUE_LIMIT))
     assert close(env.default_dof_pos, DEFAULT_POSE)
     assert close(env.soft_dof_limits, SOFT_LIMITS, atol=2e-6)
     assert env.sim.model.opt.timestep == 0.005
@@ -167,12 +168,13 @@ def test_feet_do_not_slide_while_standing():
 def test_pd_torque_formula_and_limit_at_one_physics_step():
     env = make_env(3, sim={"decimation": 1}, domain_rand={"randomize_motor_strength": True})
     sim = env.sim
-    strength = np.array([sim.physical[v].motor_strength for v in sim.env_variant])  # [3]
+    strength = np.array([sim.physical[v].motor_strength for v in sim.env_variant.tolist()])  # [3]
     assert np.all(np.abs(strength - 1.0) > 1e-4) and np.all((strength >= 0.9) & (strength <= 1.1))
     rng = np.random.default_rng(1)
     sim.qpos[:, 2] = 1.0  # in the air: no contacts
     sim.qpos[:, 7:] = np.asarray(DEFAULT_POSE) + rng.uniform(-0.3, 0.3, (3, 12))
     sim.qvel[:, 6:] = rng.uniform(-3.0, 3.0, (3, 12))
+    env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
     actions = torch.tensor(rng.uniform(-2.0, 2.0, (3, 12)), dtype=torch.float32)
     actions[0, 0] = 100.0  # FL hip target +25 rad: +23.7 N m
@@ -202,6 +204,7 @@ def test_resets_touch_only_finished_envs():
     flipped = [1, 4]
     env.sim.qpos[:, 0] += 0.5  # an x offset on every env: must survive where no reset happens
     env.sim.qpos[flipped, 3:7] = [0.0, 1.0, 0.0, 0.0]  # upside down (180 deg about x)
+    env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
     x_before = env.sim.qpos[:, 0].copy()
     obs, _, dones, extras = env.step(act)
@@ -233,6 +236,7 @@ def test_time_outs_and_terminals_are_flagged_apart_with_final_observations():
     s.qpos[0:3, 0:3] = [0.0, 0.0, 1.0]
     s.qpos[1:3, 3:7] = quat_x(tilt)
     s.qvel[0, 0:3] = [0.3, -0.2, 0.0]
+    env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
     env.episode_length_buf[:] = torch.tensor([n - 1, n - 1, 10, 10])
     obs, rewards, dones, extras = env.step(torch.zeros(4, 12))
@@ -456,6 +460,7 @@ def test_height_at_clamps_points_on_and_beyond_the_far_edges(rough_env):
     assert close(t.height_at(pts), expected, atol=1e-5)
     rough_env.sim.qpos[0, 0:3] = [far_x - 0.5, 5.0, 0.5]  # a robot half a metre from the last level's edge
     rough_env.sim.qpos[0, 3:7] = [1.0, 0.0, 0.0, 0.0]
+    rough_env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     rough_env._refresh_state()
     assert torch.isfinite(rough_env._observe()["height_scan"]).all()
 
@@ -473,6 +478,7 @@ def test_height_scan_observation_at_a_known_pose(rough_env):
     env.sim.qpos[0, 3:7] = quat
     env.sim.qpos[1, 0:3] = [2.0, 2.0, 3.0]  # 3 m above flat ground: every point clipped at +1 m
     env.sim.qpos[1, 3:7] = [1.0, 0.0, 0.0, 0.0]
+    env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
     scan = env._observe()["height_scan"]
     xs, ys = np.linspace(-0.8, 0.8, 17), np.linspace(-0.5, 0.5, 11)
@@ -503,6 +509,7 @@ def test_observation_layout_and_scales_at_a_written_state():
     env.commands[:] = torch.tensor([[0.5, -0.3, 0.8]])
     env.actions[:] = torch.linspace(-1.0, 1.0, 12)
     env.push_vel[:] = torch.tensor([[0.3, -0.1]])
+    env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
     obs = env._observe()
     p, q = obs["policy"][0], obs["privileged"][0]
@@ -543,7 +550,7 @@ def test_domain_randomisation_variants():
     for e in range(8):
         assert s._models[e] is s.variants[s.env_variant[e]]
     priv = env.get_observations()["privileged"]
-    assert close(priv[:, 3:6], np.stack([f, m, st], 1)[s.env_variant], atol=1e-6)
+    assert close(priv[:, 3:6], np.stack([f, m, st], 1)[s.env_variant.numpy()], atol=1e-6)
 
 
 def test_reset_randomisation_ranges():
@@ -557,7 +564,8 @@ def test_reset_randomisation_ranges():
     assert np.all((ratio >= 0.8 - 1e-6) & (ratio <= 1.2 + 1e-6)) and np.ptp(ratio) > 0.3
     assert np.all(np.abs(qvel[:, 0:2]) <= 0.5) and np.all(qvel[:, 2] == 0.0) and np.ptp(qvel[:, 0]) > 0.5
     assert np.all(np.abs(qvel[:, 3:6]) <= 0.5) and np.all(qvel[:, 6:] == 0.0)
-    assert np.all((env.sim.env_variant >= 0) & (env.sim.env_variant < 64)) and len(set(env.sim.env_variant)) > 10
+    variant = env.sim.env_variant.numpy()
+    assert np.all((variant >= 0) & (variant < 64)) and len(set(variant.tolist())) > 10
 
 
 def test_pushes_set_the_planar_velocity_and_fade_in_the_privileged_record():
@@ -588,6 +596,7 @@ def test_command_sampling_zeroing_heading_and_timer():
     for i, yaw in enumerate([-3.0, 0.3, 0.0]):
         small.sim.qpos[i, 3:7] = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
     small.heading_target[:] = torch.tensor([3.0, 2.0, 3.0])
+    small.sim.refresh()  # after writing the MuJoCo backend's numpy state
     small._refresh_state()
     small._update_heading_commands()
     # 3 - (-3) = 6 -> 6 - 2 pi = -0.28319 -> -0.14159; 2 - 0.3 = 1.7 -> 0.85; 3 -> 1.5 -> clipped to 1
@@ -632,6 +641,7 @@ def test_terrain_curriculum_levels():
     t.levels[:] = torch.tensor([2, 0, 1, 2])
     env.cfg_task.terrain.curriculum = False
     env._reset_envs(ids)
+    env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
     assert close(env.base_pos[:, 0], (t.levels.double() + 0.5) * 4.0)
     assert close(env.base_pos[:, 1], (t.cols.double() + 0.5) * 4.0)
@@ -753,6 +763,7 @@ def test_state_dict_round_trip_is_exact():
         a.step(torch.randn(4, 12, generator=gen))
     b.step(torch.randn(4, 12, generator=gen))  # b elsewhere before loading
     a.sim.qpos[1, 3:7] = [0.0, 1.0, 0.0, 0.0]  # env 1 will reset on the next step (variant, yaw, joints drawn)
+    a.sim.refresh()  # after writing the MuJoCo backend's numpy state
     a._refresh_state()
     state = a.state_dict()
     actions = [torch.randn(4, 12, generator=gen) for _ in range(8)]

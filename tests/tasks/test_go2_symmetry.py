@@ -121,6 +121,7 @@ def put_mirrored_pair(env: Go2Env, z: float = 0.6) -> None:
     action = np.linspace(-0.9, 1.2, 12) ** 2 - 0.3
     env.actions[:] = torch.tensor(np.stack([action, mirror_joints(action)]), dtype=torch.float32)
     env.push_vel[:] = torch.tensor([[0.2, 0.1], [0.2, -0.1]])
+    env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
 
 
@@ -204,6 +205,7 @@ def test_height_scan_mirror_flips_the_lateral_axis():
     base = [6.9, 8.9, 0.45]  # level 1, stairs_up tile, off-centre: the relief differs left and right
     env.sim.qpos[0, 0:3] = base
     env.sim.qpos[0, 3:7] = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
+    env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
     scan = env._observe()["height_scan"]
     mirrored = mirror_observations(TensorDict({"height_scan": scan}, batch_size=[1]))["height_scan"][0, 0]

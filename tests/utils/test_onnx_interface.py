@@ -80,7 +80,7 @@ def _check_go2_settings(meta: dict) -> None:
 
 def _quantities(env) -> dict[str, torch.Tensor]:
     """Go2Env's state tensors by the term names of the layout (what each term is computed from)."""
-    variant = env.variant_params[torch.from_numpy(env.sim.env_variant)]
+    variant = env.variant_params[env.sim.env_variant]
     return {"base_ang_vel": env.base_ang_vel, "projected_gravity": env.projected_gravity,
             "velocity_commands": env.commands, "joint_pos": env.dof_pos, "joint_vel": env.dof_vel,
             "last_actions": env.actions, "base_lin_vel": env.base_lin_vel, "ground_friction": variant[:, 0:1],
