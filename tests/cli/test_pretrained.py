@@ -139,7 +139,7 @@ def test_bad_input_is_one_line(trained_run, tmp_path):
 def test_command_line_reports_a_missing_policy_in_one_line():
     proc = subprocess.run([sys.executable, "-m", "rlcore.play", "episodes=1"], cwd=REPO_ROOT, env=cli_env(),
                           capture_output=True, text=True, timeout=120)
-    assert_user_error(proc, "play needs checkpoint=", "pretrained=<name> (go2_flat)")
+    assert_user_error(proc, "play needs checkpoint=", "pretrained=<name> (go2_flat, go2_flat_student)")
 
 
 def test_robustness_takes_a_shipped_policy_by_name():
