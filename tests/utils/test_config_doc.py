@@ -15,8 +15,8 @@ from rlcore.utils import config_schema as schemas
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = REPO_ROOT / "docs" / "config.md"
 
-#: conf files that still repeat a default (the lead's go2 task files, to be trimmed; drop a name once it is).
-PENDING_TRIMS = {"task/go2", "task/go2_rough"}
+#: conf files allowed to repeat a default (none: every file sets only what differs).
+PENDING_TRIMS: set[str] = set()
 
 
 @pytest.fixture(scope="module")
