@@ -13,18 +13,21 @@ from typing import Callable
 import torch
 
 
+def _planar_velocity_error_sq(env) -> torch.Tensor:
+    """|v_xy_cmd - v_xy|^2 ``[N]``: base-frame planar velocity against the command."""
+    return torch.sum(torch.square(env.commands[:, :2] - env.base_lin_vel[:, :2]), dim=1)
+
+
 def tracking_lin_vel(env) -> torch.Tensor:
     """exp(-|v_xy_cmd - v_xy|^2 / sigma): base-frame planar velocity against the command."""
-    err = torch.sum(torch.square(env.commands[:, :2] - env.base_lin_vel[:, :2]), dim=1)
-    return torch.exp(-err / env.cfg_task.rewards.tracking_sigma)
+    return torch.exp(-_planar_velocity_error_sq(env) / env.cfg_task.rewards.tracking_sigma)
 
 
 def tracking_lin_vel_fine(env) -> torch.Tensor:
     """exp(-|v_xy_cmd - v_xy|^2 / sigma_fine): the planar tracking term again with a narrow kernel. Near zero while
     the robot is far off (early training is driven by the wide term alone); once it walks, it keeps paying for the
     last few cm/s that the wide kernel hardly distinguishes (exp(-0.06^2 / 0.25) = 0.986)."""
-    err = torch.sum(torch.square(env.commands[:, :2] - env.base_lin_vel[:, :2]), dim=1)
-    return torch.exp(-err / env.cfg_task.rewards.tracking_sigma_fine)
+    return torch.exp(-_planar_velocity_error_sq(env) / env.cfg_task.rewards.tracking_sigma_fine)
 
 
 def tracking_ang_vel(env) -> torch.Tensor:
