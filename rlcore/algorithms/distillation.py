@@ -77,6 +77,9 @@ class Distillation:
             raise ConfigError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
         if int(gradient_length) < 1:
             raise ConfigError(f"gradient_length must be >= 1, got {gradient_length}.")
+        if getattr(student, "estimator", None) is not None:
+            raise ConfigError("The distillation student has an estimator_cfg, which only PPO trains; remove it (a "
+                              "teacher with an estimator is fine: its estimate is part of the actions it labels).")
         self.device = device
         self.student, self.teacher, self.storage = student, teacher, storage
         self.teacher.eval()

@@ -26,7 +26,7 @@ from tensordict import TensorDict
 from rlcore.algorithms.factory import construct_ppo
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
-from rlcore.extensions import PPO_EXTENSIONS, Extension
+from rlcore.extensions import PPO_EXTENSIONS, EstimatorLoss, Extension
 from rlcore.models import MLPModel
 from rlcore.modules import EmpiricalDiscountedVariationNormalization, HiddenState
 from rlcore.storage import RolloutStorage
@@ -156,6 +156,9 @@ class PPO:
         the given instances; each first checks that it can work with these models (e.g. symmetry: no RNN)."""
         self.extensions: list[Extension] = [cls.from_cfg(cfgs[key], self) for key, cls in PPO_EXTENSIONS.items()
                                             if cfgs.get(key) is not None]
+        # A model with a state estimator brings its supervised loss (rlcore.models.mlp_model.StateEstimator).
+        self.extensions += [EstimatorLoss(part) for part in ("actor", "critic")
+                            if getattr(getattr(self, part), "estimator", None) is not None]
         for ext in extensions:
             if not isinstance(ext, Extension):
                 raise ConfigError(f"PPO's extensions must be rlcore.extensions.Extension instances, got "
@@ -393,8 +396,18 @@ class PPO:
         if self.clip_gradients_jointly:
             nn.utils.clip_grad_norm_(self._params(), self.max_grad_norm)
         else:
-            clip_grad_norm_per_model([self.actor, self.critic], self.max_grad_norm)
+            clip_grad_norm_per_model(self._clip_groups(), self.max_grad_norm)
         self.optimizer.step()
+
+    def _clip_groups(self) -> list[nn.Module | list[nn.Parameter]]:
+        """What :meth:`_optimizer_step` clips separately: the actor and the critic, and apart from them each one's
+        state estimator, whose supervised gradient would otherwise shrink the policy's step under the bound."""
+        models: list[nn.Module] = [self.actor, self.critic]
+        estimators = [e for m in models if (e := getattr(m, "estimator", None)) is not None]
+        if not estimators:
+            return models
+        own = {p for e in estimators for p in e.parameters()}
+        return [[p for p in m.parameters() if p not in own] for m in models] + estimators
 
     def _extension_loss_names(self) -> list[str]:
         return [name for ext in self.extensions for name in ext.loss_names]
@@ -526,8 +539,11 @@ def _normalize(x: torch.Tensor) -> torch.Tensor:
     return (x - x.mean()) / (x.std() + 1e-8)
 
 
-def clip_grad_norm_per_model(models: list[nn.Module], max_norm: float) -> list[torch.Tensor]:
+def clip_grad_norm_per_model(models: Sequence[nn.Module | Sequence[nn.Parameter]], max_norm: float
+                             ) -> list[torch.Tensor]:
     """Bound each model's gradient norm by ``max_norm`` separately (rsl_rl clips actor and critic this way).
+
+    A "model" is a module or a list of parameters.
 
     Model ``m`` with gradient ``g_m`` (all its parameters) gets the factor ``c_m = min(1, max_norm / (||g_m|| +
     1e-6))``, the formula of ``torch.nn.utils.clip_grad_norm_``. A parameter shared by several models (a CNN
@@ -539,7 +555,7 @@ def clip_grad_norm_per_model(models: list[nn.Module], max_norm: float) -> list[t
     Returns:
         The norms ``||g_m||`` before clipping (0-dim tensors, no host sync).
     """
-    params = [[p for p in m.parameters() if p.grad is not None] for m in models]
+    params = [[p for p in (m.parameters() if isinstance(m, nn.Module) else m) if p.grad is not None] for m in models]
     norms, factors = [], {}
     for group in params:
         if not group:

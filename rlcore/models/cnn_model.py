@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -41,6 +42,7 @@ class CNNModel(MLPModel):
         cnn_cfg: Mapping | None = None,
         cnns: Mapping[str, CNN] | None = None,
         init_gains: Sequence[float] | None = None,
+        estimator_cfg: Mapping[str, Any] | None = None,
     ) -> None:
         _, groups_2d = select_obs_groups(obs, obs_groups, obs_set)
         if not groups_2d:
@@ -51,7 +53,7 @@ class CNNModel(MLPModel):
         encoders = {g: _make_encoder(g, tuple(obs[g].shape[1:]), cnn_cfg, cnns) for g in groups_2d}
         self._cnn_out = sum(int(enc.output_dim) for enc in encoders.values())
         super().__init__(obs, obs_groups, obs_set, output_dim, hidden_dims, activation, obs_normalization,
-                         distribution_cfg, init_gains)
+                         distribution_cfg, init_gains, estimator_cfg)
         self.cnns = nn.ModuleDict(encoders)
 
     def get_latent(

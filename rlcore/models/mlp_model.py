@@ -7,7 +7,8 @@ Distillation treat every model the same way.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -16,6 +17,13 @@ from tensordict import TensorDict
 from rlcore.errors import ConfigError
 from rlcore.modules import MLP, EmpiricalNormalization, HiddenState, resolve_distribution
 from rlcore.utils.trajectories import unpad_trajectories
+
+
+def concat_groups(obs: TensorDict, groups: Sequence[str]) -> torch.Tensor:
+    """The 1D groups ``groups`` of ``obs`` side by side, ``[..., sum of their sizes]``."""
+    if len(groups) == 1:
+        return obs[groups[0]]
+    return torch.cat([obs[g] for g in groups], dim=-1)
 
 
 def select_obs_groups(obs: TensorDict, obs_groups: dict[str, list[str]], obs_set: str) -> tuple[list[str], list[str]]:
@@ -65,6 +73,12 @@ class MLPModel(nn.Module):
         distribution_cfg: e.g. ``{"class_name": "GaussianDistribution", "init_std": 1.0}``; None for a
             deterministic model (critic).
         init_gains: optional orthogonal-init gain per Linear layer of the head.
+        estimator_cfg: optional state estimator (feed-forward models), e.g. ``{"target_groups": ["base_lin_vel"],
+            "hidden_dims": [128, 64]}``: a second MLP maps the latent to the target groups (privileged quantities a
+            real robot does not measure, such as its base velocity) and its estimate, detached, joins the head's
+            input. PPO trains it with a supervised loss beside its own (:class:`~rlcore.extensions.EstimatorLoss`);
+            exports carry it inside the graph, so the deployed policy needs no extra input. See
+            :class:`StateEstimator`.
     """
 
     is_recurrent: bool = False
@@ -81,6 +95,7 @@ class MLPModel(nn.Module):
         obs_normalization: bool = False,
         distribution_cfg: dict | None = None,
         init_gains: Sequence[float] | None = None,
+        estimator_cfg: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.obs_set = obs_set
@@ -94,10 +109,13 @@ class MLPModel(nn.Module):
         self.obs_dim = sum(int(obs[g].shape[-1]) for g in self.obs_groups_1d)
         self.output_dim = int(output_dim)
         self.obs_normalization = obs_normalization
+        self.activation = activation
         self.obs_normalizer: nn.Module = EmpiricalNormalization(self.obs_dim) if obs_normalization else nn.Identity()
         self.distribution = resolve_distribution(distribution_cfg, self.output_dim)
         head_out = self.distribution.input_dim if self.distribution is not None else self.output_dim
-        self.mlp = MLP(self._latent_dim(), head_out, hidden_dims, activation, init_gains=init_gains)
+        self.estimator = None if estimator_cfg is None else StateEstimator.build(self, obs, estimator_cfg)
+        head_in = self._latent_dim() + (self.estimator.output_dim if self.estimator is not None else 0)
+        self.mlp = MLP(head_in, head_out, hidden_dims, activation, init_gains=init_gains)
         if self.distribution is not None:
             self.distribution.init_mlp_weights(self.mlp)
 
@@ -116,7 +134,7 @@ class MLPModel(nn.Module):
         """
         if masks is not None and not self.is_recurrent:
             obs = unpad_trajectories(obs, masks)  # padded recurrent batches given to a feed-forward model
-        out = self.mlp(self.get_latent(obs, masks, hidden_state))
+        out = self._head(self.get_latent(obs, masks, hidden_state))
         if self.distribution is None:
             return out
         if stochastic_output:
@@ -131,9 +149,20 @@ class MLPModel(nn.Module):
         return self.obs_normalizer(self._concat_1d(obs))
 
     def _concat_1d(self, obs: TensorDict) -> torch.Tensor:
-        if len(self.obs_groups_1d) == 1:
-            return obs[self.obs_groups_1d[0]]
-        return torch.cat([obs[g] for g in self.obs_groups_1d], dim=-1)
+        return concat_groups(obs, self.obs_groups_1d)
+
+    def _head(self, latent: torch.Tensor) -> torch.Tensor:
+        """The MLP head on the latent, with the state estimate appended first when the model has an estimator."""
+        if self.estimator is None:
+            return self.mlp(latent)
+        return self.mlp(torch.cat([latent, self.estimator(latent).detach()], dim=-1))
+
+    def estimator_loss(self, obs: TensorDict) -> torch.Tensor:
+        """Mean squared error of the state estimate against its target groups in ``obs`` (``[B]`` batches)."""
+        if self.estimator is None:
+            raise RuntimeError(f"This {type(self).__name__} has no estimator (no estimator_cfg was given).")
+        estimate = self.estimator(self.get_latent(obs))
+        return (estimate - concat_groups(obs, self.estimator.target_groups)).square().mean()
 
     def _latent_dim(self) -> int:
         return self.obs_dim
@@ -194,9 +223,11 @@ class MLPModel(nn.Module):
         return [("obs", (self.obs_dim,))]
 
     def _export_parts(self) -> tuple[nn.Module, nn.Module, nn.Module]:
-        """Deep copies of (normaliser, head, deterministic output) for an exported graph."""
+        """Deep copies of (normaliser, head, deterministic output) for an exported graph; the head includes the
+        state estimator when the model has one."""
         det = self.distribution.as_deterministic_output_module() if self.distribution is not None else nn.Identity()
-        return copy.deepcopy(self.obs_normalizer).cpu(), copy.deepcopy(self.mlp).cpu(), det.cpu()
+        head = self.mlp if self.estimator is None else _EstimatorHead(self.estimator, self.mlp)
+        return copy.deepcopy(self.obs_normalizer).cpu(), copy.deepcopy(head).cpu(), det.cpu()
 
     def as_jit(self) -> torch.jit.ScriptModule:
         """TorchScript policy: ``actions = f(obs [B, D])``, normaliser included, deterministic output."""
@@ -209,6 +240,66 @@ class MLPModel(nn.Module):
                                   {"obs": {0: "batch"}, "actions": {0: "batch"}}, is_recurrent=False, verbose=verbose)
         module.input_size = self.obs_dim
         return module
+
+
+class StateEstimator(MLP):
+    """An MLP from a model's latent to privileged target groups: the concurrent state estimator of Ji et al.
+    (2022, "Concurrent training of a control policy and a state estimator for dynamic and robust legged
+    locomotion").
+
+    A blind policy cannot measure its base velocity, so on a robot it was not tuned to it settles on a gait for
+    the average robot (over- or under-shooting a velocity command); given a regressed estimate of the
+    velocity, learned with supervision from the simulator's true value, it can close the loop on it. The
+    estimate enters the policy head detached: only the supervised loss trains the estimator.
+
+    Config keys (``estimator_cfg``): ``target_groups`` (1D observation groups to regress, in ``obs`` but not
+    read by the model), ``hidden_dims`` (default ``[128, 64]``), ``activation`` (default: the model's),
+    ``loss_coef`` (weight of the mean squared error in PPO's loss, default 1.0).
+    """
+
+    KEYS = ("target_groups", "hidden_dims", "activation", "loss_coef")
+
+    def __init__(self, input_dim: int, target_groups: Sequence[str], target_dim: int,
+                 hidden_dims: Sequence[int] = (128, 64), activation: str = "elu", loss_coef: float = 1.0) -> None:
+        super().__init__(input_dim, target_dim, hidden_dims, activation)
+        self.target_groups = list(target_groups)
+        self.output_dim = int(target_dim)
+        self.loss_coef = float(loss_coef)
+
+    @classmethod
+    def build(cls, model: MLPModel, obs: TensorDict, cfg: Mapping[str, Any]) -> StateEstimator:
+        """The estimator of ``model`` from its config, checking the keys and the target groups against ``obs``."""
+        unknown = set(cfg) - set(cls.KEYS)
+        if unknown:
+            raise ConfigError(f"estimator_cfg: unknown keys {sorted(unknown)}; valid: {list(cls.KEYS)}.")
+        if model.is_recurrent:
+            raise ConfigError(f"estimator_cfg needs a feed-forward model, but {type(model).__name__} is recurrent "
+                              "(its memory can infer the state itself).")
+        targets = list(cfg.get("target_groups") or [])
+        if not targets:
+            raise ConfigError("estimator_cfg.target_groups must name at least one observation group to regress.")
+        for group in targets:
+            if group not in obs.keys() or obs[group].dim() - obs.batch_dims != 1:
+                raise ConfigError(f"estimator_cfg.target_groups: '{group}' is not a 1D observation group of the "
+                                  f"environment; available groups: {', '.join(obs.keys())}.")
+            if group in model.obs_groups:
+                raise ConfigError(f"estimator_cfg.target_groups: '{group}' is already an input of the "
+                                  f"'{model.obs_set}' model; an estimator regresses what the model does not read.")
+        return cls(model._latent_dim(), targets, sum(int(obs[g].shape[-1]) for g in targets),
+                   cfg.get("hidden_dims", (128, 64)), cfg.get("activation", model.activation),
+                   cfg.get("loss_coef", 1.0))
+
+
+class _EstimatorHead(nn.Module):
+    """Exported head of a model with a state estimator: ``mlp(cat(z, estimator(z)))``."""
+
+    def __init__(self, estimator: nn.Module, mlp: nn.Module) -> None:
+        super().__init__()
+        self.estimator = estimator
+        self.mlp = mlp
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.mlp(torch.cat([z, self.estimator(z)], dim=-1))
 
 
 class ExportedPolicy(nn.Module):

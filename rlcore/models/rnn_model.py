@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -42,10 +43,11 @@ class RNNModel(MLPModel):
         rnn_hidden_dim: int = 256,
         rnn_num_layers: int = 1,
         init_gains: Sequence[float] | None = None,
+        estimator_cfg: Mapping[str, Any] | None = None,
     ) -> None:
         self._rnn_hidden_dim = int(rnn_hidden_dim)
         super().__init__(obs, obs_groups, obs_set, output_dim, hidden_dims, activation, obs_normalization,
-                         distribution_cfg, init_gains)
+                         distribution_cfg, init_gains, estimator_cfg)
         self.rnn = RNN(self.obs_dim, self._rnn_hidden_dim, rnn_num_layers, rnn_type)
 
     def get_latent(

@@ -472,7 +472,8 @@ class OnPolicyRunner:
             a, b = saved.get(part), self.cfg.get(part)
             if not isinstance(a, dict) or not isinstance(b, dict):
                 continue
-            keys = ("class_name", "hidden_dims", "rnn_type", "rnn_hidden_dim", "rnn_num_layers", "obs_normalization")
+            keys = ("class_name", "hidden_dims", "rnn_type", "rnn_hidden_dim", "rnn_num_layers", "obs_normalization",
+                    "estimator_cfg")
             if a.get("class_name") != b.get("class_name"):
                 keys = ("class_name",)  # a different model type: its size keys would only add noise
             for key in keys:

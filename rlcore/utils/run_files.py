@@ -114,7 +114,7 @@ def load_run(path: str, what: str = "checkpoint") -> RunInfo:
 
 # ============================================================================ comparing a checkpoint with a config
 _MODEL_KEYS = ("class_name", "hidden_dims", "activation", "rnn_type", "rnn_hidden_dim", "rnn_num_layers",
-               "obs_normalization", "cnn_cfg")
+               "obs_normalization", "cnn_cfg", "estimator_cfg")
 
 
 def _norm(v):

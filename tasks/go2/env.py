@@ -13,7 +13,8 @@ tensors:
   sampled heading into a yaw-rate command; small planar commands are zeroed;
 - rewards: named terms of :mod:`tasks.go2.rewards` with config weights;
 - terminations: base contact or tilt (terminal), the episode time limit (time-out);
-- observation groups ``policy [N, 45]``, ``privileged [N, 47]``, ``height_scan [N, 1, H, W]`` and, with
+- observation groups ``policy [N, 45]``, ``privileged [N, 47]``, ``base_lin_vel [N, 3]`` (a state estimator's
+  target), ``height_scan [N, 1, H, W]`` and, with
   ``obs.history_length = L > 0``, ``policy_history [N, L * 45]`` (the policy frames of the last L steps);
 - resets of finished envs only, terrain curriculum, domain randomisation (:mod:`tasks.go2.randomization`:
   a physical variant per episode, per-episode sensor biases) and pushes;
@@ -443,7 +444,9 @@ class Go2Env(VecEnv):
         terrain = self.sim.heights(self.height_scan_points())  # [N, H, W]
         rel = (self.base_pos[:, 2, None, None] - terrain - self.cfg_task.rewards.base_height_target).clamp(-1.0, 1.0)
         scan = self._noise(rel * o.height_scale, o.noise_height * o.height_scale).unsqueeze(1)
-        groups = {"policy": policy, "privileged": privileged, "height_scan": scan}
+        # base_lin_vel: the target of a state estimator (estimator_cfg), which a real robot does not measure.
+        groups = {"policy": policy, "privileged": privileged, "height_scan": scan,
+                  "base_lin_vel": self.base_lin_vel * o.lin_vel_scale}
         self.last_policy_obs.copy_(policy)
         if o.history_length > 0:
             if self.history_fresh.any():  # a new episode's history is its first frame, repeated
@@ -497,7 +500,8 @@ class Go2Env(VecEnv):
                                "ang_vel_yaw": list(c.commands.ang_vel_yaw), "heading": list(c.commands.heading),
                                "heading_command": bool(c.commands.heading_command),
                                "zero_below": float(c.commands.zero_below)},
-            "observation_groups": {**groups, "height_scan": self._height_scan_interface()},
+            "observation_groups": {**groups, "height_scan": self._height_scan_interface(),
+                                   "base_lin_vel": self._base_lin_vel_interface()},
         }
 
     def _noise_scale(self) -> float:
@@ -547,6 +551,12 @@ class Go2Env(VecEnv):
             if offset:
                 term["offset"] = offset
         return privileged
+
+    def _base_lin_vel_interface(self) -> dict:
+        """The ``base_lin_vel`` group's description: the true base velocity (a state estimator's target)."""
+        return _group_interface([("base_lin_vel", 3, self.cfg_task.obs.lin_vel_scale, 0.0,
+                                  "base linear velocity, base frame [m/s] (privileged: an estimator's target)")],
+                                None, self._noise_scale())
 
     def _height_scan_interface(self) -> dict:
         """The ``height_scan`` group's description: a ``[1, rows, cols]`` grid of clipped heights."""

@@ -43,7 +43,8 @@ def mirror_actions(actions: torch.Tensor) -> torch.Tensor:
 
 
 def mirror_observations(obs: TensorDictBase) -> TensorDictBase:
-    """Mirror every Go2 observation group of ``obs`` (``policy``, ``policy_history``, ``privileged``, ``height_scan``)."""
+    """Mirror every Go2 observation group of ``obs`` (``policy``, ``policy_history``, ``privileged``, ``base_lin_vel``,
+    ``height_scan``)."""
     out = {}
     for key in obs.keys():
         value = obs[key]
@@ -54,11 +55,13 @@ def mirror_observations(obs: TensorDictBase) -> TensorDictBase:
             out[key] = _permute(frames, _POLICY_PERM, _POLICY_SIGN).flatten(-2)
         elif key == "privileged":
             out[key] = _permute(value, _PRIV_PERM, _PRIV_SIGN)
+        elif key == "base_lin_vel":  # a vector: vy changes sign
+            out[key] = _permute(value, [0, 1, 2], [1.0, -1.0, 1.0])
         elif key == "height_scan":
             out[key] = torch.flip(value, dims=[-2])  # rows run along y, symmetric about the base
         else:
             raise ConfigError(f"go2_mirror: no mirror for observation group '{key}'; "
-                             "known groups: policy, policy_history, privileged, height_scan")
+                             "known groups: policy, policy_history, privileged, base_lin_vel, height_scan")
     return TensorDict(out, batch_size=obs.batch_size, device=obs.device)
 
 

@@ -79,7 +79,7 @@ MUTATIONS: list[Mutation] = [
              "advantages=_normalize(batch.advantages)", "advantages=batch.advantages", (PPO_UPDATE,)),
     # ---- the step
     Mutation("gradient clipping removed (per model)", PPO,
-             "clip_grad_norm_per_model([self.actor, self.critic], self.max_grad_norm)", "pass", (PPO_UPDATE,)),
+             "clip_grad_norm_per_model(self._clip_groups(), self.max_grad_norm)", "pass", (PPO_UPDATE,)),
     Mutation("gradient clipping removed (joint)", PPO,
              "nn.utils.clip_grad_norm_(self._params(), self.max_grad_norm)", "pass", (PPO_UPDATE,)),
     Mutation("joint clip used by default instead of per-model", PPO,
