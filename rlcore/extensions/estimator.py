@@ -37,7 +37,11 @@ class EstimatorLoss(Extension):
 
     def extra_loss(self, alg: Algorithm, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
         model = getattr(alg, self.part)
-        mse = model.estimator_loss(batch.observations)
+        # PPO evaluated the models on this mini-batch just before (its first rows: extensions append theirs after
+        # them), so the estimate of that forward pass, graph included, is reused rather than computed again.
+        rows, cached = batch.actions.shape[0], model.last_estimate
+        reuse = cached is not None and cached.requires_grad and cached.dim() == 2 and cached.shape[0] >= rows
+        mse = model.estimator_loss(batch.observations, cached[:rows] if reuse else None)
         return model.estimator.loss_coef * mse, {self.name: mse}
 
 

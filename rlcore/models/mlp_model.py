@@ -114,6 +114,7 @@ class MLPModel(nn.Module):
         self.distribution = resolve_distribution(distribution_cfg, self.output_dim)
         head_out = self.distribution.input_dim if self.distribution is not None else self.output_dim
         self.estimator = None if estimator_cfg is None else StateEstimator.build(self, obs, estimator_cfg)
+        self.last_estimate: torch.Tensor | None = None
         head_in = self._latent_dim() + (self.estimator.output_dim if self.estimator is not None else 0)
         self.mlp = MLP(head_in, head_out, hidden_dims, activation, init_gains=init_gains)
         if self.distribution is not None:
@@ -152,16 +153,26 @@ class MLPModel(nn.Module):
         return concat_groups(obs, self.obs_groups_1d)
 
     def _head(self, latent: torch.Tensor) -> torch.Tensor:
-        """The MLP head on the latent, with the state estimate appended first when the model has an estimator."""
+        """The MLP head on the latent, with the state estimate appended first when the model has an estimator.
+
+        The estimate (with its graph) is kept as :attr:`last_estimate`, so that PPO's estimator loss on the same
+        mini-batch does not run the estimator a second time.
+        """
         if self.estimator is None:
             return self.mlp(latent)
-        return self.mlp(torch.cat([latent, self.estimator(latent).detach()], dim=-1))
+        self.last_estimate = self.estimator(latent)
+        return self.mlp(torch.cat([latent, self.last_estimate.detach()], dim=-1))
 
-    def estimator_loss(self, obs: TensorDict) -> torch.Tensor:
-        """Mean squared error of the state estimate against its target groups in ``obs`` (``[B]`` batches)."""
+    def estimator_loss(self, obs: TensorDict, estimate: torch.Tensor | None = None) -> torch.Tensor:
+        """Mean squared error of the state estimate against its target groups in ``obs`` (``[B]`` batches).
+
+        ``estimate``: this model's estimate ``[B, D]`` for ``obs`` when already computed (:attr:`last_estimate` of
+        a forward pass on ``obs``); otherwise it is computed here.
+        """
         if self.estimator is None:
             raise RuntimeError(f"This {type(self).__name__} has no estimator (no estimator_cfg was given).")
-        estimate = self.estimator(self.get_latent(obs))
+        if estimate is None:
+            estimate = self.estimator(self.get_latent(obs))
         return (estimate - concat_groups(obs, self.estimator.target_groups)).square().mean()
 
     def _latent_dim(self) -> int:

@@ -43,6 +43,8 @@ SYMMETRY = "rlcore/extensions/symmetry.py"
 EXTENSIONS = "rlcore/extensions/__init__.py"
 RND_IN_PPO = "tests/extensions/test_rnd_in_ppo.py"
 SYM_IN_PPO = "tests/extensions/test_symmetry_in_ppo.py"
+ESTIMATOR_MODEL = "rlcore/models/mlp_model.py"
+ESTIMATOR_TESTS = "tests/algorithms/test_estimator.py"
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,16 @@ MUTATIONS: list[Mutation] = [
     Mutation("classic tasks render a fixed pose", "tasks/classic/base.py",
              "s = self.state[0].detach().float().cpu().tolist()", "s = [0.0] * self.state.shape[1]",
              ("tests/cli/test_cli_video.py",), k="render"),
+    # ---- the state estimator
+    Mutation("estimate enters the head with its gradient (policy loss trains the estimator)", ESTIMATOR_MODEL,
+             "self.mlp(torch.cat([latent, self.last_estimate.detach()], dim=-1))",
+             "self.mlp(torch.cat([latent, self.last_estimate], dim=-1))", (ESTIMATOR_TESTS,)),
+    Mutation("estimator loss weight ignored", "rlcore/extensions/estimator.py",
+             "return model.estimator.loss_coef * mse,", "return mse,", (ESTIMATOR_TESTS,)),
+    Mutation("estimator clipped together with the policy", PPO,
+             "if not estimators:", "if True:", (ESTIMATOR_TESTS,)),
+    Mutation("estimator loss never attached by PPO", PPO,
+             'if getattr(getattr(self, part), "estimator", None) is not None]', "if False]", (ESTIMATOR_TESTS,)),
     Mutation("'elu' resolves to SELU, seen by the MLP forward check", "rlcore/modules/activation.py",
              '"elu": nn.ELU,', '"elu": nn.SELU,', ("tests/modules/test_mlp.py",), k="output_shape_and_dtype"),
 ]
