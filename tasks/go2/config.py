@@ -154,6 +154,12 @@ class DomainRandCfg:
     # robots (the full ranges from the start roughly halve the early tracking progress, bench/time_to_walk.py);
     # after the curriculum every variant is in play, half of them milder than the full ranges.
     curriculum_steps: int = 2400
+    # Fraction of the pool (its last variants: with the curriculum, the strongest) drawn as *loaded* robots: every
+    # parameter that makes the robot slower or weaker from the harsh half of its range at once (more joint
+    # damping, friction, armature and latency, heavier legs and base, softer condim-6 feet, lower kp and motor
+    # strength; tasks.go2.randomization.sample_variant). Independent draws almost never combine them (all at once:
+    # about 1 draw in 500), yet such a robot (rlcore.robustness's worst_plausible) is where blind policies fall.
+    loaded_fraction: float = 0.0
     # Ground friction (sliding). legged_gym / RG: [0.5, 1.25]; widened to the grid's 0.4.
     randomize_friction: bool = True
     friction_range: list[float] = field(default_factory=lambda: [0.4, 1.25])

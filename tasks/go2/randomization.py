@@ -138,13 +138,19 @@ def apply_variant(nominal: mujoco.MjModel, variant: Variant, kp: float, kd: floa
 
 
 def sample_variant(dr: DomainRandCfg, rng: np.random.Generator, physics_dt: float, name: str = "",
-                   strength: float = 1.0, nominal: mujoco.MjModel | None = None) -> Variant:
+                   strength: float = 1.0, nominal: mujoco.MjModel | None = None, loaded: bool = False) -> Variant:
     """One draw from ``dr``'s ranges (a disabled randomisation keeps the nominal value). Latency is drawn in whole
     physics steps, uniformly from those within ``dr.latency_range_s``.
 
     ``strength`` in [0, 1] moves every drawn value towards the nominal robot's (``nominal``, the task's compiled
     model, is then needed): ``nominal + strength * (draw - nominal)``; latency in whole steps rounded; condim 6
     kept with probability ``strength``. 0 is the nominal robot, 1 the full ranges (a curriculum's pool).
+
+    ``loaded``: a *loaded* robot (``DomainRandCfg.loaded_fraction``): each parameter that makes the robot slower or
+    weaker is drawn from the harsh half of its range (the upper half of joint damping, frictionloss, armature,
+    latency, leg and base mass and foot softness; the lower half of kp and motor strength) and its feet have
+    condim 6; ground friction, kd and the CoM shift are drawn as usual. The same random numbers are taken as
+    for an ordinary draw, so a seed still fixes the pool.
     """
     s = float(strength)
     if not 0.0 <= s <= 1.0:
@@ -152,35 +158,37 @@ def sample_variant(dr: DomainRandCfg, rng: np.random.Generator, physics_dt: floa
     if s < 1.0 and nominal is None:
         raise ValueError("sample_variant: a strength under 1 needs the nominal model")
     nom = _nominal_values(nominal)
-    draw = _Draw(rng, s)
+    draw = _Draw(rng, s, loaded)
+    up, down = (HARSH_HIGH, HARSH_LOW) if loaded else (0, 0)  # which half of a range a loaded robot draws from
     # The order of the draws below fixes what a seed means (the pool a run trains on): keep it.
-    softness = draw.uniform(dr.randomize_foot_contact, dr.foot_softness_range, None, 0.0)
+    softness = draw.uniform(dr.randomize_foot_contact, dr.foot_softness_range, None, 0.0, up)
     solimp = None if softness is None else tuple(d + softness * (x - d) for d, x in zip(DEFAULT_SOLIMP, SOFT_SOLIMP))
-    timeconst = draw.uniform(dr.randomize_foot_contact, dr.foot_solref_timeconst_range, None, nom["timeconst"])
+    timeconst = draw.uniform(dr.randomize_foot_contact, dr.foot_solref_timeconst_range, None, nom["timeconst"], up)
     condim = None
     if dr.randomize_foot_condim:
         condim = int(rng.choice(dr.foot_condim_choices))
+        condim = max(dr.foot_condim_choices) if loaded else condim
         condim = condim if rng.random() < s else nom["condim"]
-    latency = _draw_latency(dr, rng, s, physics_dt) if dr.randomize_latency else 0.0
-    legs = (tuple(draw.toward(x, 1.0) for x in rng.uniform(*dr.leg_mass_scale_range, len(LEG_BODIES)))
+    latency = _draw_latency(dr, rng, s, physics_dt, loaded) if dr.randomize_latency else 0.0
+    legs = (tuple(draw.toward(x, 1.0) for x in rng.uniform(*_half(dr.leg_mass_scale_range, up), len(LEG_BODIES)))
             if dr.randomize_leg_mass else 1.0)
     com = (tuple(draw.toward(rng.uniform(-r, r), 0.0) for r in dr.base_com_offset_range)
            if dr.randomize_base_com else (0.0, 0.0, 0.0))
     return Variant(
         name=name,
-        joint_damping=draw.uniform(dr.randomize_joint_damping, dr.joint_damping_range, None, nom["damping"]),
+        joint_damping=draw.uniform(dr.randomize_joint_damping, dr.joint_damping_range, None, nom["damping"], up),
         joint_frictionloss=draw.uniform(dr.randomize_joint_frictionloss, dr.joint_frictionloss_range, None,
-                                        nom["frictionloss"]),
-        joint_armature=draw.uniform(dr.randomize_armature, dr.armature_range, None, nom["armature"]),
+                                        nom["frictionloss"], up),
+        joint_armature=draw.uniform(dr.randomize_armature, dr.armature_range, None, nom["armature"], up),
         foot_solref=None if timeconst is None else (timeconst, DEFAULT_SOLREF[1]),
         foot_solimp=solimp,
         foot_condim=condim,
         leg_mass_scale=legs,
-        base_added_mass=draw.uniform(dr.randomize_base_mass, dr.added_mass_range, 0.0, 0.0),
+        base_added_mass=draw.uniform(dr.randomize_base_mass, dr.added_mass_range, 0.0, 0.0, up),
         base_com_offset=com,
-        kp_scale=draw.uniform(dr.randomize_pd_gains, dr.kp_scale_range, 1.0, 1.0),
+        kp_scale=draw.uniform(dr.randomize_pd_gains, dr.kp_scale_range, 1.0, 1.0, down),
         kd_scale=draw.uniform(dr.randomize_pd_gains, dr.kd_scale_range, 1.0, 1.0),
-        motor_strength=draw.uniform(dr.randomize_motor_strength, dr.motor_strength_range, 1.0, 1.0),
+        motor_strength=draw.uniform(dr.randomize_motor_strength, dr.motor_strength_range, 1.0, 1.0, down),
         latency_s=latency,
         ground_friction=draw.uniform(dr.randomize_friction, dr.friction_range, None, nom["friction"]),
     )
@@ -198,28 +206,44 @@ def _nominal_values(nominal: mujoco.MjModel | None) -> dict:
             "condim": int(nominal.geom_condim[foot]), "friction": nominal.geom_friction[nominal.geom("ground").id, 0]}
 
 
+HARSH_HIGH, HARSH_LOW = 1, -1
+"""Which half of its range a loaded robot draws a parameter from: the upper (``HARSH_HIGH``) or the lower."""
+
+
+def _half(lo_hi: list[float], harsh: int) -> tuple[float, float]:
+    """The upper (``harsh`` = 1) or lower (-1) half of the range ``[lo, hi]``; the whole range for 0."""
+    lo, hi = float(lo_hi[0]), float(lo_hi[1])
+    mid = 0.5 * (lo + hi)
+    return (mid, hi) if harsh > 0 else (lo, mid) if harsh < 0 else (lo, hi)
+
+
 @dataclass
 class _Draw:
     """Uniform draws from ``rng`` scaled by the curriculum ``strength``: ``nominal + strength * (draw - nominal)``."""
 
     rng: np.random.Generator
     strength: float
+    loaded: bool = False
 
     def toward(self, value: float, nominal_value: float) -> float:
         """``value`` moved towards ``nominal_value`` by the strength (exactly ``value`` at full strength)."""
         s = self.strength
         return float(value) if s == 1.0 else float(nominal_value + s * (value - nominal_value))
 
-    def uniform(self, on: bool, lo_hi: list[float], neutral, nominal_value: float):
-        """A draw from ``lo_hi`` moved toward the nominal value when ``on``, else ``neutral`` (no draw taken)."""
-        return self.toward(self.rng.uniform(*lo_hi), nominal_value) if on else neutral
+    def uniform(self, on: bool, lo_hi: list[float], neutral, nominal_value: float, harsh: int = 0):
+        """A draw from ``lo_hi`` (its harsh half when ``harsh`` is not 0: :func:`_half`) moved toward the nominal
+        value when ``on``, else ``neutral`` (no draw taken)."""
+        return self.toward(self.rng.uniform(*_half(lo_hi, harsh)), nominal_value) if on else neutral
 
 
-def _draw_latency(dr: DomainRandCfg, rng: np.random.Generator, strength: float, physics_dt: float) -> float:
-    """A latency [s] in whole physics steps, uniform over the steps inside ``dr.latency_range_s``, scaled by the
-    strength and rounded to a whole step."""
+def _draw_latency(dr: DomainRandCfg, rng: np.random.Generator, strength: float, physics_dt: float,
+                  loaded: bool = False) -> float:
+    """A latency [s] in whole physics steps, uniform over the steps inside ``dr.latency_range_s`` (the upper half
+    of them for a loaded robot), scaled by the strength and rounded to a whole step."""
     first = math.ceil(dr.latency_range_s[0] / physics_dt - 1e-6)
     last = math.floor(dr.latency_range_s[1] / physics_dt + 1e-6)
+    if loaded:
+        first = (first + last + 1) // 2
     return round(strength * int(rng.integers(first, last + 1))) * physics_dt
 
 

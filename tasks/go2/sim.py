@@ -167,8 +167,13 @@ class Go2Sim:
         # Domain randomisation: K physical variants; envs pick one at every reset.
         k = max(1, int(cfg.domain_rand.num_variants))
         graded = cfg.domain_rand.curriculum_steps > 0  # variant i at strength (i + 1) / k
-        physical = [sample_variant(cfg.domain_rand, rng, cfg.sim.dt, name=f"drawn_{i}",
-                                   strength=(i + 1) / k if graded else 1.0, nominal=m) for i in range(k)]
+        fraction = float(cfg.domain_rand.loaded_fraction)
+        if not 0.0 <= fraction <= 1.0:
+            raise ConfigError(f"go2.domain_rand.loaded_fraction: {fraction} must lie in [0, 1]")
+        first_loaded = k - round(k * fraction)  # the pool's last variants are loaded robots
+        physical = [sample_variant(cfg.domain_rand, rng, cfg.sim.dt, strength=(i + 1) / k if graded else 1.0,
+                                   name=f"{'loaded' if i >= first_loaded else 'drawn'}_{i}", nominal=m,
+                                   loaded=i >= first_loaded) for i in range(k)]
         self.env_variant = torch.zeros(n, dtype=torch.long, device=self.device)
         self._models: list[mujoco.MjModel] = [m] * n
         self.set_physical_variants(physical)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from rlcore.env import ConfigError
 from tasks.go2 import Go2Env
 from tasks.go2.config import no_randomization
 from tasks.go2.randomization import FOOT_GEOMS, LEG_BODIES, SOFT_SOLIMP, Variant, apply_variant, sample_variant
@@ -224,6 +225,31 @@ def test_curriculum_grades_the_pool_and_widens_the_draw():
     env._reset_envs(torch.arange(64))
     assert set(env.sim.env_variant.tolist()) == set(range(8))
     env.close()
+
+
+def test_loaded_robots_draw_every_load_from_the_harsh_half_and_keep_the_random_stream():
+    env = Go2Env(num_envs=2, seed=1, sim={"threads": 1},
+                 domain_rand={"num_variants": 8, "curriculum_steps": 0, "loaded_fraction": 0.25})
+    dr, m, pool = env.cfg_task.domain_rand, env.sim.model, env.sim.physical
+    assert [v.name for v in pool] == [f"drawn_{i}" for i in range(6)] + ["loaded_6", "loaded_7"]
+    for v in pool[6:]:  # full strength (no curriculum): each load in its harsh half, the feet condim 6
+        assert 1.5 <= v.joint_damping <= 3.0 and 0.2 <= v.joint_frictionloss <= 0.4
+        assert 0.0125 <= v.joint_armature <= 0.02 and 1.0 <= v.base_added_mass <= 3.0
+        assert min(v.leg_mass_scale) >= 1.075 and v.foot_condim == 6 and v.latency_s >= 0.010 - 1e-12
+        assert v.foot_solimp[0] <= 0.5 * (0.9 + SOFT_SOLIMP[0]) + 1e-12  # softness >= 0.5
+        assert 0.75 <= v.kp_scale <= 1.0 and 0.9 <= v.motor_strength <= 1.0
+    # loaded robots consume the same random numbers as ordinary draws: the draws after them are unchanged
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    sample_variant(dr, rng_a, 0.005, nominal=m, loaded=True)
+    sample_variant(dr, rng_b, 0.005, nominal=m)
+    assert sample_variant(dr, rng_a, 0.005, nominal=m) == sample_variant(dr, rng_b, 0.005, nominal=m)
+    # and an ordinary pool is the one a run without loaded robots draws
+    plain = Go2Env(num_envs=2, seed=1, sim={"threads": 1}, domain_rand={"num_variants": 8, "curriculum_steps": 0})
+    assert plain.sim.physical[:6] == pool[:6] and plain.sim.physical[6:] != pool[6:]
+    with pytest.raises(ConfigError, match="loaded_fraction: 1.5 must lie in"):
+        Go2Env(num_envs=2, seed=1, sim={"threads": 1}, domain_rand={"loaded_fraction": 1.5})
+    env.close()
+    plain.close()
 
 
 # ---------------------------------------------------------------------------- latency
