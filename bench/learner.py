@@ -32,6 +32,7 @@ Run (from the repository root; OMP_WAIT_POLICY=PASSIVE is set for the children):
     python bench/learner.py --device cuda
     python bench/learner.py --profile mlp            # torch.profiler over one rlcore update, top 25 by self CPU
     python bench/learner.py --tiny --threads 1       # smoke run: 16 envs, 1 + 2 iterations (seconds)
+    python bench/learner.py --cases mlp --compile    # rlcore with torch_compile=true (compiled MLP heads)
 
 Expected run time of the default on the 2-core reference machine (issue 13's figures: ~15 s/it per library
 for ``mlp``, ~4 s for ``mlp_1024``, ~33 s for ``rnn``, ~12 s for the floor): 4 iterations x 2 libraries x
@@ -80,6 +81,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-floor", action="store_true", help="skip the bare-PyTorch floor")
     p.add_argument("--profile", default=None, metavar="CASE", help="profile one rlcore update of CASE and exit")
     p.add_argument("--tiny", action="store_true", help="smoke run: envs / 256 (at least 8), 2 measured iterations")
+    p.add_argument("--compile", action="store_true",
+                   help="rlcore with algorithm.torch_compile=true (its MLP heads under torch.compile; the warm-up "
+                        "iteration compiles)")
     p.add_argument("--worker", default=None, choices=[*LIBRARIES, "floor"], help=argparse.SUPPRESS)
     p.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -214,8 +218,11 @@ def make_runner(library: str, case: dict, args: argparse.Namespace):
     else:
         from rsl_rl.runners import OnPolicyRunner
     env = zero_cost_env(case["num_envs"], args.episode_length, args.device)
+    cfg = train_cfg(case)
+    if library == "rlcore" and getattr(args, "compile", False):
+        cfg["algorithm"]["torch_compile"] = True
     with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints its models
-        return OnPolicyRunner(env, train_cfg(case), None, args.device)
+        return OnPolicyRunner(env, cfg, None, args.device)
 
 
 def floor_step_fn(case: dict, device: str):
@@ -344,6 +351,8 @@ def spawn(worker: str, case: str, args: argparse.Namespace) -> dict | None:
            "--episode-length", str(args.episode_length)]
     if args.tiny:
         cmd.append("--tiny")
+    if args.compile:
+        cmd.append("--compile")
     if args.iterations is not None:
         cmd += ["--iterations", str(args.iterations)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
@@ -382,7 +391,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"learner bench: threads={args.threads} device={args.device} rsl_rl={rsl_version}; actor obs {ACTOR_OBS}, "
           f"critic obs {ACTOR_OBS + PRIVILEGED_OBS}, {NUM_ACTIONS} actions, {STEPS} steps, PPO {EPOCHS} epochs x "
           f"{MINI_BATCHES} mini-batches, adaptive KL, obs normalisation; {args.warmup} warm-up iteration(s), "
-          f"median of the measured ones{' (TINY)' if args.tiny else ''}", flush=True)
+          f"median of the measured ones{' (TINY)' if args.tiny else ''}"
+          f"{'; rlcore with torch_compile' if args.compile else ''}", flush=True)
     t0 = time.perf_counter()
     results: dict[str, dict[str, dict | None]] = {}
     for name in args.case_list:

@@ -39,9 +39,16 @@ class EstimatorLoss(Extension):
         model = getattr(alg, self.part)
         # PPO evaluated the models on this mini-batch just before (its first rows: extensions append theirs after
         # them), so the estimate of that forward pass, graph included, is reused rather than computed again.
-        rows, cached = batch.actions.shape[0], model.last_estimate
-        reuse = cached is not None and cached.requires_grad and cached.dim() == 2 and cached.shape[0] >= rows
-        mse = model.estimator_loss(batch.observations, cached[:rows] if reuse else None)
+        cached, masks = model.last_estimate, batch.masks
+        if masks is not None:  # trajectories (recurrent PPO): the estimate is [T, N, D], like the actions
+            reuse = cached is not None and cached.requires_grad and cached.shape[:-1] == batch.actions.shape[:-1]
+            estimate = cached if reuse else None
+        else:
+            rows = batch.actions.shape[0]
+            reuse = cached is not None and cached.requires_grad and cached.dim() == 2 and cached.shape[0] >= rows
+            estimate = cached[:rows] if reuse else None
+        states = batch.hidden_states[0 if self.part == "actor" else 1] if batch.hidden_states is not None else None
+        mse = model.estimator_loss(batch.observations, estimate, masks, states)
         return model.estimator.loss_coef * mse, {self.name: mse}
 
 

@@ -73,7 +73,7 @@ class MLPModel(nn.Module):
         distribution_cfg: e.g. ``{"class_name": "GaussianDistribution", "init_std": 1.0}``; None for a
             deterministic model (critic).
         init_gains: optional orthogonal-init gain per Linear layer of the head.
-        estimator_cfg: optional state estimator (feed-forward models), e.g. ``{"target_groups": ["base_lin_vel"],
+        estimator_cfg: optional state estimator, e.g. ``{"target_groups": ["base_lin_vel"],
             "hidden_dims": [128, 64]}``: a second MLP maps the latent to the target groups (privileged quantities a
             real robot does not measure, such as its base velocity) and its estimate, detached, joins the head's
             input. PPO trains it with a supervised loss beside its own (:class:`~rlcore.extensions.EstimatorLoss`);
@@ -163,17 +163,27 @@ class MLPModel(nn.Module):
         self.last_estimate = self.estimator(latent)
         return self.mlp(torch.cat([latent, self.last_estimate.detach()], dim=-1))
 
-    def estimator_loss(self, obs: TensorDict, estimate: torch.Tensor | None = None) -> torch.Tensor:
-        """Mean squared error of the state estimate against its target groups in ``obs`` (``[B]`` batches).
+    def estimator_loss(self, obs: TensorDict, estimate: torch.Tensor | None = None, masks: torch.Tensor | None = None,
+                       hidden_state: HiddenState = None) -> torch.Tensor:
+        """Mean squared error of the state estimate against its target groups in ``obs``.
 
-        ``estimate``: this model's estimate ``[B, D]`` for ``obs`` when already computed (:attr:`last_estimate` of
-        a forward pass on ``obs``); otherwise it is computed here.
+        Args:
+            obs: a mini-batch ``[B]``, or padded trajectories ``[T, K]`` with their ``masks`` (recurrent batches).
+            estimate: this model's estimate for ``obs`` when already computed (:attr:`last_estimate` of the forward
+                pass on it: ``[B, D]``, or ``[T, N, D]`` for trajectories); otherwise it is computed here (a
+                recurrent model then needs the ``hidden_state`` at the trajectory starts).
+            masks, hidden_state: of a recurrent batch, as for :meth:`forward`.
         """
         if self.estimator is None:
             raise RuntimeError(f"This {type(self).__name__} has no estimator (no estimator_cfg was given).")
+        if masks is not None and not self.is_recurrent:  # a feed-forward model in a recurrent batch, as in forward
+            obs, masks = unpad_trajectories(obs, masks), None
         if estimate is None:
-            estimate = self.estimator(self.get_latent(obs))
-        return (estimate - concat_groups(obs, self.estimator.target_groups)).square().mean()
+            estimate = self.estimator(self.get_latent(obs, masks, hidden_state))
+        target = concat_groups(obs, self.estimator.target_groups)
+        if masks is not None:  # padded trajectories [T, K, D] -> per env [T, N, D], like the estimate
+            target = unpad_trajectories(target, masks)
+        return (estimate - target).square().mean()
 
     def _latent_dim(self) -> int:
         return self.obs_dim
@@ -254,7 +264,8 @@ class MLPModel(nn.Module):
 
 
 class StateEstimator(MLP):
-    """An MLP from a model's latent to privileged target groups: the concurrent state estimator of Ji et al.
+    """An MLP from a model's latent (a recurrent model's: its memory's output) to privileged target groups: the
+    concurrent state estimator of Ji et al.
     (2022, "Concurrent training of a control policy and a state estimator for dynamic and robust legged
     locomotion").
 
@@ -283,9 +294,6 @@ class StateEstimator(MLP):
         unknown = set(cfg) - set(cls.KEYS)
         if unknown:
             raise ConfigError(f"estimator_cfg: unknown keys {sorted(unknown)}; valid: {list(cls.KEYS)}.")
-        if model.is_recurrent:
-            raise ConfigError(f"estimator_cfg needs a feed-forward model, but {type(model).__name__} is recurrent "
-                              "(its memory can infer the state itself).")
         targets = list(cfg.get("target_groups") or [])
         if not targets:
             raise ConfigError("estimator_cfg.target_groups must name at least one observation group to regress.")

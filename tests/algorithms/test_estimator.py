@@ -75,9 +75,17 @@ def test_bad_estimator_configs_get_one_clear_line(cfg, message):
     assert message in str(err.value)
 
 
-def test_a_recurrent_model_refuses_an_estimator():
-    with pytest.raises(ConfigError, match="needs a feed-forward model, but RNNModel is recurrent"):
-        RNNModel(_obs(), {"actor": ["policy"]}, "actor", 2, rnn_hidden_dim=8, estimator_cfg=EST)
+def test_a_recurrent_model_estimates_from_its_memory():
+    obs = _obs()
+    model = RNNModel(obs, {"actor": ["policy"]}, "actor", 2, hidden_dims=[16], rnn_hidden_dim=8,
+                     distribution_cfg=GAUSSIAN, estimator_cfg=EST)
+    _perturb(model)
+    assert model.estimator.input_dim == 8  # the LSTM's output, not the raw observations
+    with torch.no_grad():
+        actions = model(obs)
+        model.reset()
+        memory = model.rnn(model.obs_normalizer(obs["policy"]))
+        assert torch.allclose(actions, model.mlp(torch.cat([memory, model.estimator(memory)], -1))[..., :2], atol=1e-6)
 
 
 # ============================================================================ export
@@ -172,6 +180,42 @@ def test_ppo_attaches_the_estimator_loss_and_its_gradient_is_coef_times_the_mse(
     assert abs(losses["estimator"] - float(mse.detach())) < 1e-5  # logged: the MSE before the weight
 
 
+def test_recurrent_ppo_reuses_the_estimate_and_matches_the_loss_on_the_valid_steps(kit, monkeypatch):
+    """Trajectory batches: the loss is the MSE over valid (unpadded) steps; the estimate of PPO's forward pass, which
+    the loss reuses, gives the gradient of a fresh computation from the stored hidden states."""
+    env = _VelocityEnv(kit, num_envs=4)
+    env.done_fn = kit.periodic_dones(4, [3, 0, 2, 5])
+    ppo = kit.make_ppo(env.get_observations(), 8, actor_rnn="lstm", actor_kwargs={"estimator_cfg": EST},
+                       num_learning_epochs=1, num_mini_batches=1, schedule="fixed", max_grad_norm=1e9)
+    kit.collect(ppo, env, 8)
+    stored_vel, stored_actions = ppo.storage.observations["vel"].clone(), ppo.storage.actions.clone()  # [T, N, ...]
+    params = list(ppo.actor.estimator.parameters())
+    seen, batches = {}, []
+    generator = ppo.storage.recurrent_mini_batch_generator
+
+    def record(*args, **kwargs):
+        for batch in generator(*args, **kwargs):
+            batches.append(batch)
+            yield batch
+
+    monkeypatch.setattr(ppo.optimizer, "step", lambda *a, **k: seen.update(grads=[p.grad.clone() for p in params]))
+    monkeypatch.setattr(ppo.storage, "recurrent_mini_batch_generator", record)
+    losses = ppo.update()
+    batch = batches[0]
+    assert batch.masks is not None and not bool(batch.masks.all())  # padding present
+    fresh = ppo.actor.estimator_loss(batch.observations, None, batch.masks, batch.hidden_states[0])
+    for got, want in zip(seen["grads"], torch.autograd.grad(fresh, params)):
+        assert torch.allclose(got, want, atol=1e-6)
+    # the same value from the stored per-step targets [T, N, 3] (the batch holds the envs in a shuffled order,
+    # recovered from the actions), so no padded step enters the mean
+    order = [int((stored_actions - batch.actions[:, j:j + 1]).abs().sum((0, 2)).argmin()) for j in range(4)]
+    with torch.no_grad():
+        latent = ppo.actor.get_latent(batch.observations, batch.masks, batch.hidden_states[0])
+        want = (ppo.actor.estimator(latent) - stored_vel[:, order]).square().mean()
+    assert sorted(order) == [0, 1, 2, 3]
+    assert abs(float(want) - float(fresh.detach())) < 1e-6 and abs(losses["estimator"] - float(want)) < 1e-5
+
+
 def test_ppo_updates_teach_the_estimator(kit):
     ppo, env = _estimator_ppo(kit, learning_rate=3e-3, num_learning_epochs=5, num_mini_batches=2)
     first = None
@@ -222,3 +266,20 @@ def test_the_estimator_gradient_is_clipped_apart_from_the_policy(kit, monkeypatc
     ppo.update()
     for name, norm in norms.items():
         assert abs(norm - bound) < 1e-6, (name, norm)
+
+
+def test_a_recurrent_model_exports_its_estimator_with_its_state(tmp_path):
+    obs = _obs(3)
+    model = RNNModel(obs, {"actor": ["policy"]}, "actor", 2, hidden_dims=[16], rnn_hidden_dim=8, rnn_type="lstm",
+                     distribution_cfg=GAUSSIAN, estimator_cfg=EST)
+    _perturb(model)
+    model.eval()
+    steps = [_obs(3) for _ in range(4)]
+    with torch.no_grad():
+        expected = [model(o) for o in steps]
+    path = export_onnx(model.as_onnx(), tmp_path / "lstm.onnx")
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    h = c = torch.zeros(1, 3, 8).numpy()
+    for o, want in zip(steps, expected):
+        actions, h, c = sess.run(None, {"obs": o["policy"].numpy(), "h_in": h, "c_in": c})
+        assert abs(actions - want.numpy()).max() < 1e-5

@@ -76,7 +76,11 @@ def test_train_go2_writes_a_run_directory(go2_run):
     assert task["name"] == "go2" and task["num_envs"] == 8
     assert task["env"]["sim"] == {"threads": 1} and task["env"]["commands"]["lin_vel_y"] == [-0.5, 0.5]
     assert ckpt["train_cfg"]["actor"]["hidden_dims"] == [32, 32]
-    assert ckpt["train_cfg"]["obs_groups"] == {"actor": ["policy"], "critic": ["policy", "privileged"]}
+    # the default Go2 actor: blind, with its last 5 frames and a base-velocity estimator; a student set for distillation
+    assert ckpt["train_cfg"]["obs_groups"] == {"actor": ["policy", "policy_history"],
+                                               "critic": ["policy", "privileged"], "student": ["policy"]}
+    assert ckpt["train_cfg"]["actor"]["estimator_cfg"]["target_groups"] == ["base_lin_vel"]
+    assert ckpt["actor_state_dict"]["estimator.0.weight"].shape == (128, 5 * 45 + 45)
     assert ckpt["env_state"]["task"] == "Go2Env" and ckpt["env_state"]["num_envs"] == 8
     from rlcore.utils.export import read_onnx_interface  # the policy.onnx that training writes carries its interface
 
@@ -126,20 +130,21 @@ def go2_exported(go2_run):
 def test_export_go2_onnx_is_verified(go2_exported):
     meta = go2_exported["meta"]
     assert meta["task"] == "go2" and meta["model"] == "MLPModel" and meta["iteration"] == 1
-    assert meta["inputs"] == [{"name": "obs", "dtype": "float32", "shape": ["batch", 45],
-                               "groups": [{"name": "policy", "size": 45}]}]
+    assert meta["inputs"] == [{"name": "obs", "dtype": "float32", "shape": ["batch", 270],
+                               "groups": [{"name": "policy", "size": 45}, {"name": "policy_history", "size": 225}]}]
     assert meta["outputs"] == [{"name": "actions", "dtype": "float32", "shape": ["batch", 12]}]
     assert meta["control_period_s"] == pytest.approx(0.02)
-    assert len(meta["normalizer"]["mean"]) == 45
+    assert len(meta["normalizer"]["mean"]) == 270
     assert meta["verification"]["passed"] and meta["verification"]["max_abs_diff"] <= 1e-5
     assert "verified on 8 recorded steps x 2 envs" in go2_exported["proc"].stdout
     # the interface inside the file, from conf/task/go2.yaml (kp 30, vy range +-0.5) and the task's defaults
     from rlcore.utils.export import read_onnx_interface
 
     onnx_meta = read_onnx_interface(go2_exported["path"])
-    assert onnx_meta["task"] == "go2" and onnx_meta["obs_groups"] == ["policy"] and onnx_meta["recurrent_state"] == []
+    assert onnx_meta["task"] == "go2" and onnx_meta["obs_groups"] == ["policy", "policy_history"]
+    assert onnx_meta["recurrent_state"] == []
     assert onnx_meta["kp"] == [30.0] * 12 and onnx_meta["command_ranges"]["lin_vel_y"] == [-0.5, 0.5]
-    assert onnx_meta["control_dt"] == pytest.approx(0.02) and onnx_meta["obs_layout"][-1]["stop"] == 45
+    assert onnx_meta["control_dt"] == pytest.approx(0.02) and onnx_meta["obs_layout"][-1]["stop"] == 270
 
 
 def test_play_go2_onnx_like_the_torch_policy(go2_exported, go2_played, go2_run):
@@ -180,8 +185,9 @@ def test_go2_rough_trains_and_exports_the_height_scan_input(rough_run):
 
 # ---------------------------------------------------------------------------- task=go2 model=rnn
 def test_go2_rnn_exports_with_parity(tmp_path_factory):
+    # an LSTM over `policy` alone (its memory instead of the default 5-frame history), with the default estimator
     run, _ = train(tmp_path_factory, "rnn", *go2_args("go2", 1, "model=rnn", "model.actor.rnn_hidden_dim=16",
-                                                     "model.critic.rnn_hidden_dim=16"))
+                                                     "model.critic.rnn_hidden_dim=16", "task.obs_groups.actor=[policy]"))
     meta, _ = export_onnx(run)
     assert meta["model"] == "RNNModel" and meta["recurrent"]
     assert [i["name"] for i in meta["inputs"]] == ["obs", "h_in", "c_in"]
@@ -211,8 +217,8 @@ def test_go2_rnn_exports_with_parity(tmp_path_factory):
     policy.reset()
     outputs = []
     for _ in range(6):
-        obs = TensorDict({"policy": torch.randn(5, 45, generator=gen),
-                          "privileged": torch.randn(5, 12, generator=gen)}, batch_size=[5])
+        obs = TensorDict({"policy": torch.randn(5, 45, generator=gen), "privileged": torch.randn(5, 12, generator=gen),
+                          "base_lin_vel": torch.randn(5, 3, generator=gen)}, batch_size=[5])
         with torch.inference_mode():
             eager = policy(obs).numpy()
         actions, h, c = session.run(None, {"obs": obs["policy"].numpy(), "h_in": h, "c_in": c})
@@ -270,3 +276,23 @@ def test_bad_go2_setting(arg, fragments, tmp_path):
     proc = run_module("rlcore.train", *go2_args("go2", 1, arg), f"hydra.run.dir={tmp_path / 'run'}")
     assert_user_error(proc, *fragments)
     assert not (tmp_path / "run").exists()  # a failed start leaves no run directory behind
+
+
+def test_default_go2_distills_into_a_blind_student(go2_run, tmp_path_factory):
+    """``task=go2 algorithm=distillation model=rnn teacher=<run>`` with the default config: the student reads only
+    ``policy`` and has no estimator (the teacher's, a PPO actor's, stays in the teacher), the teacher reads what it
+    was trained on, and its estimator labels the actions."""
+    run_dir, _ = train(tmp_path_factory, "student", "task=go2", "algorithm=distillation", "model=rnn",
+                       f"teacher={go2_run['dir']}", "task.num_envs=8", "runner.num_steps_per_env=8",
+                       "runner.max_iterations=1", "runner.save_interval=1", "logger=none",
+                       "model.actor.rnn_hidden_dim=8", "model.actor.hidden_dims=[16]", "+task.env.sim.threads=1",
+                       "seed=3")
+    ckpt = torch.load(run_dir / "model_0.pt", weights_only=True)
+    cfg = ckpt["train_cfg"]
+    assert cfg["obs_groups"]["student"] == ["policy"] and cfg["obs_groups"]["teacher"] == ["policy", "policy_history"]
+    assert cfg["student"].get("estimator_cfg") is None
+    assert cfg["teacher"]["estimator_cfg"]["target_groups"] == ["base_lin_vel"]
+    from rlcore.utils.export import read_onnx_interface
+
+    meta = read_onnx_interface(run_dir / "policy.onnx")
+    assert meta["obs_groups"] == ["policy"] and meta["inputs"][0] == {"name": "obs", "shape": ["batch", 45]}

@@ -69,7 +69,7 @@ def rnn_history_run(tmp_path_factory):
         "runner.max_iterations=1", "runner.save_interval=1", "logger=none", "model.actor.rnn_hidden_dim=8",
         "model.critic.rnn_hidden_dim=8", "model.actor.hidden_dims=[16]", "model.critic.hidden_dims=[16]",
         "algorithm.num_mini_batches=1", "algorithm.num_learning_epochs=1", "+task.env.sim.threads=1",
-        "+task.env.domain_rand.num_variants=2", "+task.env.obs.history_length=3", "task.env.control.kp=27.0",
+        "+task.env.domain_rand.num_variants=2", "task.env.obs.history_length=3", "task.env.control.kp=27.0",
         "task.obs_groups.actor=[policy,policy_history]", "task.env.commands.lin_vel_y=[-0.3,0.3]", "seed=4",
         f"hydra.run.dir={run_dir}"))
     onnx = run_dir / "policy.onnx"
