@@ -304,9 +304,9 @@ class StateEstimator(MLP):
             if group in model.obs_groups:
                 raise ConfigError(f"estimator_cfg.target_groups: '{group}' is already an input of the "
                                   f"'{model.obs_set}' model; an estimator regresses what the model does not read.")
+        given = {k: cfg[k] for k in ("hidden_dims", "loss_coef") if k in cfg}  # else the constructor's defaults
         return cls(model._latent_dim(), targets, sum(int(obs[g].shape[-1]) for g in targets),
-                   cfg.get("hidden_dims", (128, 64)), cfg.get("activation", model.activation),
-                   cfg.get("loss_coef", 1.0))
+                   activation=cfg.get("activation", model.activation), **given)
 
 
 class _EstimatorHead(nn.Module):
