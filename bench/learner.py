@@ -19,11 +19,13 @@ the rollout (``total`` minus both), ``total`` the whole iteration (wall clock), 
 (a busy shared machine disturbs it less). Each column is the median over the measured iterations (so the
 columns need not add up exactly).
 
-The floor (``mlp`` case only, its own subprocess) is bare eager PyTorch doing only what one update must do:
-5 x 4 mini-batch steps of batch ``envs * 24 / 4`` (24,576 at 4096 envs), each an actor and critic forward on
-contiguous slices of pre-made data, Gaussian log-prob and entropy in closed form, clipped surrogate + clipped
-value loss, backward and an Adam step. ``rlcore/floor`` compares rlcore's ``update`` with it (both are the
-update alone; no normalisation, gradient clipping, KL or shuffling in the floor).
+The floor (``mlp`` and ``rnn`` cases, its own subprocess) is bare eager PyTorch doing only what one update must do:
+5 x 4 mini-batch steps, each an actor and critic forward on contiguous slices of pre-made data, Gaussian
+log-prob and entropy in closed form, clipped surrogate + clipped value loss, backward and an Adam step. MLP: batch
+``envs * 24 / 4`` transitions (24,576 at 4096 envs). RNN: ``envs / 4`` whole 24-step sequences through
+``nn.LSTM`` from a zero state, then the MLP head on every step (no episode ends inside a sequence, so no padding:
+the least any library can do for the same update). ``rlcore/floor`` compares rlcore's ``update`` with it (both are
+the update alone; no normalisation, gradient clipping, KL or shuffling in the floor).
 
 Run (from the repository root; OMP_WAIT_POLICY=PASSIVE is set for the children)::
 
@@ -38,8 +40,9 @@ Expected run time of the default on the 2-core reference machine (issue 13's fig
 for ``mlp``, ~4 s for ``mlp_1024``, ~33 s for ``rnn``, ~12 s for the floor): 4 iterations x 2 libraries x
 (15 + 33) s + 6 x 2 x 4 s + 4 x 12 s plus ~7 subprocess start-ups, about 9-10 minutes (under 15).
 
-Last line: ``learner: mlp_ratio=<r> mlp_1024_ratio=<r> rnn_ratio=<r> mlp_floor_ratio=<r>`` (rlcore total /
-rsl_rl total per case; rlcore update / floor for the MLP case; ``nan`` for a case not run or a library missing).
+Last line: ``learner: mlp_ratio=<r> mlp_1024_ratio=<r> rnn_ratio=<r> mlp_floor_ratio=<r> rnn_floor_ratio=<r>``
+(rlcore total / rsl_rl total per case; rlcore update / floor for the MLP and RNN cases; ``nan`` for a case not
+run or a library missing).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ CASES: dict[str, dict] = {
 """Benchmark cases; ``iterations`` is the default number of measured iterations (after ``--warmup``)."""
 TINY_ENV_DIVISOR = 256  # --tiny: 16 envs for the 4096-env cases, 8 for mlp_1024
 LIBRARIES = ("rlcore", "rsl_rl")
+FLOOR_CASES = ("mlp", "rnn")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -226,11 +230,12 @@ def make_runner(library: str, case: dict, args: argparse.Namespace):
 
 
 def floor_step_fn(case: dict, device: str):
-    """One update's worth of bare mini-batch steps (EPOCHS x MINI_BATCHES) of the MLP case, as a closure."""
+    """One update's worth of bare mini-batch steps (EPOCHS x MINI_BATCHES) of the MLP or RNN case, as a closure."""
     import torch
     import torch.nn as nn
 
     torch.manual_seed(0)
+    recurrent = case["model"] == "rnn"
 
     def mlp(n_in: int, n_out: int) -> nn.Sequential:
         layers, d = [], n_in
@@ -239,25 +244,33 @@ def floor_step_fn(case: dict, device: str):
             d = h
         return nn.Sequential(*layers, nn.Linear(d, n_out)).to(device)
 
-    actor, critic = mlp(ACTOR_OBS, NUM_ACTIONS), mlp(ACTOR_OBS + PRIVILEGED_OBS, 1)
+    def model(n_in: int, n_out: int):
+        """``x [B, D] -> [B, n_out]`` (MLP), or ``x [T, n, D] -> [T, n, n_out]`` through an LSTM and the MLP."""
+        if not recurrent:
+            return mlp(n_in, n_out), mlp(n_in, n_out)
+        lstm, head = nn.LSTM(n_in, case["rnn_hidden_dim"]).to(device), mlp(case["rnn_hidden_dim"], n_out)
+        return nn.ModuleList([lstm, head]), lambda x: head(lstm(x)[0])
+
+    (actor_mod, actor), (critic_mod, critic) = model(ACTOR_OBS, NUM_ACTIONS), model(ACTOR_OBS + PRIVILEGED_OBS, 1)
     std = nn.Parameter(torch.ones(NUM_ACTIONS, device=device))
-    optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters(), std], lr=1e-3)
-    n = case["num_envs"] * STEPS
-    batch = n // MINI_BATCHES
-    data = {"obs_a": torch.randn(n, ACTOR_OBS), "obs_c": torch.randn(n, ACTOR_OBS + PRIVILEGED_OBS),
-            "actions": torch.randn(n, NUM_ACTIONS), "old_log_prob": torch.randn(n) - 10.0,
-            "advantages": torch.randn(n), "returns": torch.randn(n), "old_values": torch.randn(n)}
+    optimizer = torch.optim.Adam([*actor_mod.parameters(), *critic_mod.parameters(), std], lr=1e-3)
+    lead = (STEPS, case["num_envs"]) if recurrent else (case["num_envs"] * STEPS,)
+    per_batch = lead[-1] // MINI_BATCHES  # envs (RNN) or transitions (MLP) per mini-batch
+    data = {"obs_a": torch.randn(*lead, ACTOR_OBS), "obs_c": torch.randn(*lead, ACTOR_OBS + PRIVILEGED_OBS),
+            "actions": torch.randn(*lead, NUM_ACTIONS), "old_log_prob": torch.randn(lead) - 10.0,
+            "advantages": torch.randn(lead), "returns": torch.randn(lead), "old_values": torch.randn(lead)}
     data = {k: v.to(device) for k, v in data.items()}
     half_log_2pi = 0.5 * math.log(2 * math.pi)
 
     def update() -> None:
         for _ in range(EPOCHS):
             for i in range(MINI_BATCHES):
-                mb = {k: v[i * batch:(i + 1) * batch] for k, v in data.items()}
+                s = slice(i * per_batch, (i + 1) * per_batch)
+                mb = {k: v[:, s] if recurrent else v[s] for k, v in data.items()}
                 mean = actor(mb["obs_a"])
                 log_std = std.log()
                 log_prob = (-0.5 * ((mb["actions"] - mean) / std).square() - log_std - half_log_2pi).sum(-1)
-                entropy = (0.5 + half_log_2pi + log_std).sum().expand(batch)
+                entropy = (0.5 + half_log_2pi + log_std).sum().expand(log_prob.shape)
                 values = critic(mb["obs_c"]).squeeze(-1)
                 ratio = torch.exp(log_prob - mb["old_log_prob"])
                 adv = mb["advantages"]
@@ -398,7 +411,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for name in args.case_list:
         case = case_settings(name, args)
         workers = ["rlcore"] + ([] if args.no_rsl_rl else ["rsl_rl"])
-        if name == "mlp" and not args.no_floor:
+        if name in FLOOR_CASES and not args.no_floor:
             workers.append("floor")
         results[name] = {}
         for worker in workers:
@@ -431,8 +444,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         return ratio(res.get("rlcore"), res.get("rsl_rl"))
 
     out = {"mlp_ratio": case_ratio("mlp"), "mlp_1024_ratio": case_ratio("mlp_1024"), "rnn_ratio": case_ratio("rnn"),
-           "mlp_floor_ratio": ratio(results.get("mlp", {}).get("rlcore"), results.get("mlp", {}).get("floor"),
-                                    "update")}
+           **{f"{name}_floor_ratio": ratio(results.get(name, {}).get("rlcore"), results.get(name, {}).get("floor"),
+                                           "update") for name in FLOOR_CASES}}
     print("learner: " + " ".join(f"{k}={v:.3f}" for k, v in out.items()))
     return out
 

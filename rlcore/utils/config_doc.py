@@ -106,12 +106,14 @@ def default_value(f):
 # ============================================================================ presets in conf/
 @dataclass
 class ConfFile:
-    """One file of ``conf/``: its name (``algorithm/ppo``), its settings (absolute key paths) and the typed configs
-    its defaults list starts from (``{"actor": "MLPModel"}`` for ``- /schema/model/MLPModel@actor``)."""
+    """One file of ``conf/``: its name (``algorithm/ppo``), its settings (absolute key paths), the typed configs
+    its defaults list starts from (``{"actor": "MLPModel"}`` for ``- /schema/model/MLPModel@actor``) and whether it
+    is a ``@package _global_`` file (one that may set keys outside its own group)."""
 
     name: str
     settings: dict
     bases: dict[str, str]
+    is_global: bool = False
 
 
 def conf_files(conf: str | None = None) -> list[ConfFile]:
@@ -135,7 +137,7 @@ def conf_files(conf: str | None = None) -> list[ConfFile]:
                 if isinstance(entry, str) and entry.startswith(f"/{schemas.SCHEMA_GROUP}/"):
                     target, _, package = entry.partition("@")
                     bases[package] = target.rsplit("/", 1)[-1]
-            out.append(ConfFile(f"{group}/{file[:-5]}", settings, bases))
+            out.append(ConfFile(f"{group}/{file[:-5]}", settings, bases, is_global))
     return out
 
 
@@ -149,11 +151,14 @@ def _lookup(settings: dict, path: str):
 
 
 def presets(files: list[ConfFile], paths: list[str], only_files: list[str] | None = None, default=MISSING) -> str:
-    """``file: value`` for every conf file that sets one of ``paths`` (``only_files`` limits the group files; task
-    files always count); a value equal to the ``default`` is marked ``(= default)``: it should not be there."""
+    """``file: value`` for every conf file that sets one of ``paths`` (``only_files`` limits the files of their
+    groups; ``_global_`` files of other groups, such as the task files, always count); a value equal to the
+    ``default`` is marked ``(= default)``: it should not be there."""
     found = []
+    own_groups = {name.split("/")[0] for name in only_files or ()}
     for file in files:
-        if only_files is not None and file.name not in only_files and not file.name.startswith("task/"):
+        if (only_files is not None and file.name not in only_files
+                and not (file.is_global and file.name.split("/")[0] not in own_groups)):
             continue
         for path in paths:
             value = _lookup(file.settings, path)

@@ -17,7 +17,8 @@ import pytest
 pytest.importorskip("rsl_rl")
 
 ROOT = Path(__file__).resolve().parents[2]
-LAST = re.compile(r"^learner: mlp_ratio=(\S+) mlp_1024_ratio=(\S+) rnn_ratio=(\S+) mlp_floor_ratio=(\S+)$")
+LAST = re.compile(r"^learner: mlp_ratio=(\S+) mlp_1024_ratio=(\S+) rnn_ratio=(\S+) mlp_floor_ratio=(\S+) "
+                  r"rnn_floor_ratio=(\S+)$")
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
@@ -43,18 +44,20 @@ def test_tiny_run_prints_ratios_of_the_table_and_nan_for_a_case_not_run():
     out = run_bench("--tiny", "--threads", "1", "--cases", "mlp,rnn").stdout
     match = LAST.match(out.strip().splitlines()[-1])
     assert match, out.strip().splitlines()[-1]
-    mlp, mlp_1024, rnn, floor = (float(x) for x in match.groups())
+    mlp, mlp_1024, rnn, floor, rnn_floor = (float(x) for x in match.groups())
     assert math.isnan(mlp_1024)  # not run
-    for value in (mlp, rnn, floor):
+    for value in (mlp, rnn, floor, rnn_floor):
         assert math.isfinite(value) and value > 0
     # Columns: collection, returns, update, total, cpu, samples/s (the floor has '-' for the first two).
     for case, value in (("mlp", mlp), ("rnn", rnn)):
         ours, theirs = table_row(out, case, "rlcore"), table_row(out, case, "rsl_rl")
         assert value == pytest.approx(float(ours[3]) / float(theirs[3]), rel=0.02, abs=2e-3)
         assert float(ours[3]) >= float(ours[2]) > 0  # the update is part of the iteration
-    floor_row = table_row(out, "mlp", "floor")
-    assert floor_row[:2] == ["-", "-"]
-    assert floor == pytest.approx(float(table_row(out, "mlp", "rlcore")[2]) / float(floor_row[2]), rel=0.02, abs=2e-3)
+    for case, value in (("mlp", floor), ("rnn", rnn_floor)):
+        floor_row = table_row(out, case, "floor")
+        assert floor_row[:2] == ["-", "-"]
+        assert value == pytest.approx(float(table_row(out, case, "rlcore")[2]) / float(floor_row[2]), rel=0.02,
+                                      abs=2e-3)
 
 
 def test_profile_prints_the_top_entries_by_self_cpu_time():

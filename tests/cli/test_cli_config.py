@@ -98,6 +98,10 @@ def test_valid_combination_composes_and_builds(model, algorithm, extensions):
     env = _ImageEnv() if model == "cnn" else make_task("cartpole", num_envs=4, seed=0)
     alg = construct_algorithm(env.get_observations(), env, train, "cpu")
     assert type(alg).__name__ == train["algorithm"]["class_name"]
+    # conf/algorithm/distillation.yaml: the student collects with action noise 0.1, PPO's actor explores with 1.0
+    policy = alg.student if algorithm == "distillation" else alg.actor
+    expected_std = 0.1 if algorithm == "distillation" else 1.0
+    assert torch.allclose(policy.distribution.current_std(), torch.full((env.num_actions,), expected_std))
 
 
 @pytest.mark.parametrize(("model", "algorithm", "extensions"), INVALID,
