@@ -12,12 +12,13 @@ PPO 5 epochs x 4 mini-batches, adaptive-KL learning rate, observation normalisat
 - ``mlp_1024``: the same at 1024 envs (per-iteration fixed costs weigh more);
 - ``rnn``: LSTM 256 then MLP [256, 128], 4096 envs.
 
-Each (case, library) runs in a fresh subprocess with the same thread count, one after the other: a warm-up
-iteration (allocators, rlcore's normaliser warm-up rollout), then measured ``learn(1)`` iterations. Per
-iteration: ``returns`` is ``alg.compute_returns``, ``update`` is ``alg.update``, ``collection`` is the rest of
-the rollout (``total`` minus both), ``total`` the whole iteration (wall clock), ``CPU`` the process CPU time
-(a busy shared machine disturbs it less). Each column is the median over the measured iterations (so the
-columns need not add up exactly).
+Each (case, library) runs in its own fresh subprocess with the same thread count; the processes of a case are
+built first and then stepped in turns, one iteration each per round (the order rotating), so a slow spell of this
+noisy machine falls on every library alike instead of on whichever ran at the time: a warm-up round (allocators,
+rlcore's normaliser warm-up rollout), then the measured rounds, each a ``learn(1)``. Per iteration: ``returns``
+is ``alg.compute_returns``, ``update`` is ``alg.update``, ``collection`` is the rest of the rollout (``total``
+minus both), ``total`` the whole iteration (wall clock), ``CPU`` the process CPU time (a busy shared machine
+disturbs it less). Each column is the median over the measured rounds (so the columns need not add up exactly).
 
 The floor (``mlp`` and ``rnn`` cases, its own subprocess) is bare eager PyTorch doing only what one update must do:
 5 x 4 mini-batch steps, each an actor and critic forward on contiguous slices of pre-made data, Gaussian
@@ -286,22 +287,23 @@ def floor_step_fn(case: dict, device: str):
 
 
 def run_worker(args: argparse.Namespace) -> None:
-    """One (case, library) measurement in this process; prints ``RESULT <json>`` (medians per column)."""
+    """One (case, library) in this process, driven by the parent over stdin: ``READY`` once built, then for every
+    ``step`` line one iteration and its ``ROW <json>`` (collection, returns, update, total, cpu seconds); ``quit``
+    or the end of stdin ends it. The parent alternates its workers step by step (see :func:`measure_case`)."""
     import torch
 
     torch.set_num_threads(args.threads)
     case = case_settings(args.case, args)
-    rows: list[dict[str, float]] = []
     if args.worker == "floor":
         update = floor_step_fn(case, args.device)
-        for i in range(args.warmup + case["iterations"]):
+
+        def step() -> dict[str, float]:
             _sync(args.device)
             t, c = time.perf_counter(), time.process_time()
             update()
             _sync(args.device)
-            if i >= args.warmup:
-                wall = time.perf_counter() - t
-                rows.append({"update": wall, "total": wall, "cpu": time.process_time() - c})
+            wall = time.perf_counter() - t
+            return {"update": wall, "total": wall, "cpu": time.process_time() - c}
     else:
         if args.worker == "rsl_rl":
             try:
@@ -317,12 +319,16 @@ def run_worker(args: argparse.Namespace) -> None:
                 print(f"rsl_rl {version} found; this bench needs 5.x")
                 sys.exit(3)
         timed = TimedRunner(make_runner(args.worker, case, args), args.device)
-        for i in range(args.warmup + case["iterations"]):
-            timed.step(record=i >= args.warmup)
-        rows = timed.rows
-    result = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-    result["threads"] = torch.get_num_threads()
-    print("RESULT " + json.dumps(result), flush=True)
+
+        def step() -> dict[str, float]:
+            timed.step(record=True)
+            return timed.rows[-1]
+
+    print(f"READY threads={torch.get_num_threads()}", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "step":
+            break
+        print("ROW " + json.dumps(step()), flush=True)
 
 
 def run_profile(args: argparse.Namespace) -> None:
@@ -357,27 +363,75 @@ def run_profile(args: argparse.Namespace) -> None:
 
 
 # ============================================================================ parent side
-def spawn(worker: str, case: str, args: argparse.Namespace) -> dict | None:
-    """Run one measurement in a fresh interpreter with the same thread settings; its RESULT, or None."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--case", case, "--threads",
-           str(args.threads), "--warmup", str(args.warmup), "--device", args.device,
-           "--episode-length", str(args.episode_length)]
-    if args.tiny:
-        cmd.append("--tiny")
-    if args.compile:
-        cmd.append("--compile")
-    if args.iterations is not None:
-        cmd += ["--iterations", str(args.iterations)]
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads must not spin between small kernels
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")  # a checkout without install
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-    print(f"  {case} / {worker}: no result (exit {proc.returncode}): {' | '.join(tail)}", flush=True)
-    return None
+class Worker:
+    """A worker process of one (case, library), built once and stepped on demand (``run_worker``'s protocol)."""
+
+    def __init__(self, worker: str, case: str, args: argparse.Namespace) -> None:
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--case", case, "--threads",
+               str(args.threads), "--device", args.device, "--episode-length", str(args.episode_length)]
+        if args.tiny:
+            cmd.append("--tiny")
+        if args.compile:
+            cmd.append("--compile")
+        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads must not spin between small kernels
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")  # a checkout without install
+        self.name, self.case = worker, case
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env, cwd=ROOT)
+        self.tail: list[str] = []
+        self.alive = self._read("READY") is not None
+
+    def _read(self, tag: str) -> str | None:
+        """The payload of the next line starting with ``tag``; None (and the worker marked dead) at its exit."""
+        for line in self.proc.stdout:
+            if line.startswith(tag):
+                return line[len(tag):].strip()
+            self.tail = (self.tail + [line.rstrip()])[-3:]
+        self.alive = False
+        print(f"  {self.case} / {self.name}: no result (exit {self.proc.wait()}): {' | '.join(self.tail)}", flush=True)
+        return None
+
+    def step(self) -> dict | None:
+        """One iteration in the worker; its timings, or None if the worker died."""
+        if not self.alive:
+            return None
+        try:
+            self.proc.stdin.write("step\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.alive = False
+            return None
+        row = self._read("ROW ")
+        return None if row is None else json.loads(row)
+
+    def close(self) -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def measure_case(name: str, workers: list[str], args: argparse.Namespace) -> dict[str, dict | None]:
+    """Interleaved measurement of one case: every worker built first, then ``warmup + iterations`` rounds of one
+    iteration per worker (the order rotating each round), so a slow spell of the machine hits every library
+    alike. Returns per worker the median of each column over the measured rounds (None if it failed)."""
+    case = case_settings(name, args)
+    t = time.perf_counter()
+    procs = [Worker(w, name, args) for w in workers]
+    rows: dict[str, list[dict]] = {w: [] for w in workers}
+    for r in range(args.warmup + case["iterations"]):
+        order = procs[r % len(procs):] + procs[:r % len(procs)]
+        for proc in order:
+            row = proc.step()
+            if row is not None and r >= args.warmup:
+                rows[proc.name].append(row)
+    for proc in procs:
+        proc.close()
+    print(f"  {name} ({case['num_envs']} envs, {args.warmup} warm-up + {case['iterations']} measured rounds of "
+          f"{', '.join(workers)}): {time.perf_counter() - t:.0f} s", flush=True)
+    return {w: ({k: statistics.median(row[k] for row in rs) for k in rs[0]} if rs and proc.alive else None)
+            for (w, rs), proc in zip(rows.items(), procs)}
 
 
 def ratio(a: dict | None, b: dict | None, key: str = "total") -> float:
@@ -403,22 +457,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         rsl_version = "missing"
     print(f"learner bench: threads={args.threads} device={args.device} rsl_rl={rsl_version}; actor obs {ACTOR_OBS}, "
           f"critic obs {ACTOR_OBS + PRIVILEGED_OBS}, {NUM_ACTIONS} actions, {STEPS} steps, PPO {EPOCHS} epochs x "
-          f"{MINI_BATCHES} mini-batches, adaptive KL, obs normalisation; {args.warmup} warm-up iteration(s), "
-          f"median of the measured ones{' (TINY)' if args.tiny else ''}"
+          f"{MINI_BATCHES} mini-batches, adaptive KL, obs normalisation; {args.warmup} warm-up round(s), "
+          f"median of the measured rounds, libraries interleaved{' (TINY)' if args.tiny else ''}"
           f"{'; rlcore with torch_compile' if args.compile else ''}", flush=True)
     t0 = time.perf_counter()
     results: dict[str, dict[str, dict | None]] = {}
     for name in args.case_list:
-        case = case_settings(name, args)
         workers = ["rlcore"] + ([] if args.no_rsl_rl else ["rsl_rl"])
         if name in FLOOR_CASES and not args.no_floor:
             workers.append("floor")
-        results[name] = {}
-        for worker in workers:
-            t = time.perf_counter()
-            results[name][worker] = spawn(worker, name, args)
-            print(f"  {name} ({case['num_envs']} envs, {case['iterations']} measured) / {worker}: "
-                  f"{time.perf_counter() - t:.0f} s", flush=True)
+        results[name] = measure_case(name, workers, args)
 
     cols = ("collection", "returns", "update", "total", "cpu")
     print(f"\n{'case':9s} {'library':20s} " + " ".join(f"{c + ' s/it':>15s}" for c in cols) + f" {'samples/s':>10s}")
