@@ -83,3 +83,15 @@ def test_types_and_values_are_written_as_on_the_command_line():
     assert config_doc.type_name(schemas.RNNType) == "gru | lstm"
     assert config_doc.value_text(None) == "null" and config_doc.value_text(False) == "false"
     assert config_doc.value_text([1e-3, "a"]) == "[0.001, a]" and config_doc.value_text("") == '""'
+
+
+def test_a_global_group_file_shows_where_it_sets_other_groups_keys(page):
+    """conf/algorithm/distillation.yaml is a _global_ file: its student noise preset appears in the distribution
+    tables (model.actor.distribution_cfg.init_std), but its own algorithm keys do not leak into PPO's table."""
+    tables = {m.group(1): m.group(2) for m in re.finditer(r"^## ([^\n]+)\n(.*?)(?=^## |\Z)", page, re.M | re.S)}
+    gaussian = tables["model.actor.distribution_cfg: GaussianDistribution"]
+    assert re.search(r"^\| `init_std` \|.*\| algorithm/distillation: 0\.1 \|$", gaussian, re.M)
+    ppo_clip = re.search(r"^\| `max_grad_norm` \|.*$", tables["algorithm: PPO"], re.M).group(0)
+    assert "algorithm/distillation" not in ppo_clip
+    distillation = re.search(r"^\| `max_grad_norm` \|.*$", tables["algorithm: Distillation"], re.M).group(0)
+    assert distillation.endswith("| algorithm/distillation: 1.0 |")
