@@ -34,6 +34,7 @@ Run (from the repository root; OMP_WAIT_POLICY=PASSIVE is set for the children):
     python bench/learner.py --cases mlp,mlp_1024 --iterations 5 --threads 2
     python bench/learner.py --device cuda
     python bench/learner.py --profile mlp            # torch.profiler over one rlcore update, top 25 by self CPU
+    python bench/learner.py --profile mlp --profile-library floor   # the same for the floor (or rsl_rl)
     python bench/learner.py --tiny --threads 1       # smoke run: 16 envs, 1 + 2 iterations (seconds)
     python bench/learner.py --cases mlp --compile    # rlcore with torch_compile=true (compiled MLP heads)
 
@@ -84,7 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--episode-length", type=int, default=1000, help="time-out period of the zero-cost env")
     p.add_argument("--no-rsl-rl", action="store_true", help="skip rsl_rl")
     p.add_argument("--no-floor", action="store_true", help="skip the bare-PyTorch floor")
-    p.add_argument("--profile", default=None, metavar="CASE", help="profile one rlcore update of CASE and exit")
+    p.add_argument("--profile", default=None, metavar="CASE", help="profile one update of CASE and exit")
+    p.add_argument("--profile-library", default="rlcore", choices=[*LIBRARIES, "floor"],
+                   help="whose update --profile profiles (default: rlcore)")
     p.add_argument("--tiny", action="store_true", help="smoke run: envs / 256 (at least 8), 2 measured iterations")
     p.add_argument("--compile", action="store_true",
                    help="rlcore with algorithm.torch_compile=true (its MLP heads under torch.compile; the warm-up "
@@ -332,33 +335,43 @@ def run_worker(args: argparse.Namespace) -> None:
 
 
 def run_profile(args: argparse.Namespace) -> None:
-    """torch.profiler over one rlcore update of case ``args.profile`` (after a warm-up iteration and a rollout)."""
+    """torch.profiler over one update of case ``args.profile`` by ``args.profile_library`` (rlcore or rsl_rl: after
+    a warm-up iteration and a rollout; floor: after one warm-up update)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     torch.set_num_threads(args.threads)
     case = case_settings(args.profile, args)
-    runner = make_runner("rlcore", case, args)
-    with contextlib.redirect_stdout(io.StringIO()):
-        runner.learn(1, init_at_random_ep_len=True)  # warm-up (normaliser warm-up rollout, allocators)
-    update = runner.alg.update
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
     tables: list[str] = []
 
-    def profiled_update(*a, **k):
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
-        with profile(activities=activities) as prof:
-            out = update(*a, **k)
-            _sync(args.device)
-        tables.append(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
-        return out
+    def profiled(fn):
+        def wrapper(*a, **k):
+            with profile(activities=activities) as prof:
+                out = fn(*a, **k)
+                _sync(args.device)
+            tables.append(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+            return out
 
-    runner.alg.update = profiled_update
+        return wrapper
+
     t = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        runner.learn(1)
-    print(f"profile of one rlcore update, case {args.profile} ({case['num_envs']} envs, threads "
-          f"{torch.get_num_threads()}, device {args.device}; iteration incl. profiler overhead "
-          f"{time.perf_counter() - t:.2f} s), top 25 by self CPU time:")
+    if args.profile_library == "floor":
+        update = floor_step_fn(case, args.device)
+        update()  # warm-up
+        t = time.perf_counter()
+        profiled(update)()
+    else:
+        runner = make_runner(args.profile_library, case, args)
+        with contextlib.redirect_stdout(io.StringIO()):
+            runner.learn(1, init_at_random_ep_len=True)  # warm-up (normaliser warm-up rollout, allocators)
+        runner.alg.update = profiled(runner.alg.update)
+        t = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            runner.learn(1)
+    print(f"profile of one {args.profile_library} update, case {args.profile} ({case['num_envs']} envs, threads "
+          f"{torch.get_num_threads()}, device {args.device}; incl. profiler overhead {time.perf_counter() - t:.2f} s), "
+          "top 25 by self CPU time:")
     print(tables[0])
 
 

@@ -60,9 +60,10 @@ def test_tiny_run_prints_ratios_of_the_table_and_nan_for_a_case_not_run():
                                       abs=2e-3)
 
 
-def test_profile_prints_the_top_entries_by_self_cpu_time():
-    out = run_bench("--tiny", "--threads", "1", "--profile", "mlp").stdout
-    assert "profile of one rlcore update, case mlp" in out
+@pytest.mark.parametrize("library", ["rlcore", "floor"])
+def test_profile_prints_the_top_entries_by_self_cpu_time(library):
+    out = run_bench("--tiny", "--threads", "1", "--profile", "mlp", "--profile-library", library).stdout
+    assert f"profile of one {library} update, case mlp" in out
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if "Self CPU %" in line)
     rows = []
