@@ -251,7 +251,8 @@ def floor_step_fn(case: dict, device: str):
     def model(n_in: int, n_out: int):
         """``x [B, D] -> [B, n_out]`` (MLP), or ``x [T, n, D] -> [T, n, n_out]`` through an LSTM and the MLP."""
         if not recurrent:
-            return mlp(n_in, n_out), mlp(n_in, n_out)
+            net = mlp(n_in, n_out)
+            return net, net
         lstm, head = nn.LSTM(n_in, case["rnn_hidden_dim"]).to(device), mlp(case["rnn_hidden_dim"], n_out)
         return nn.ModuleList([lstm, head]), lambda x: head(lstm(x)[0])
 
