@@ -16,7 +16,15 @@ from rlcore.algorithms.factory import construct_algorithm
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.runners.evaluation import Evaluation, check_settings, is_better, metric_direction, parse_stop_at
-from rlcore.utils.checkpoint import get_rng_states, load_checkpoint, save_atomic, seed_everything, set_rng_states
+from rlcore.utils.checkpoint import (
+    get_rng_states,
+    load_checkpoint,
+    model_differences,
+    obs_group_differences,
+    save_atomic,
+    seed_everything,
+    set_rng_states,
+)
 from rlcore.utils.config_schema import runner_defaults
 from rlcore.utils.diagnosis import print_findings
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
@@ -463,28 +471,17 @@ class OnPolicyRunner:
         return ckpt.get("infos")
 
     def _check_compatible(self, ckpt: dict, path: str) -> None:
-        """Refuse, in one line, a checkpoint written for another model type, size or observation layout."""
+        """Refuse, in one line, a checkpoint written for another model type, size or observation layout.
+
+        Compares the models both configs have (a PPO checkpoint loaded as a distillation teacher shares none with
+        the student's config: the teacher's observation groups are checked by the distillation runner).
+        """
         saved = ckpt.get("train_cfg")
         if not isinstance(saved, dict):
             return
-        diffs = []
-        for part in ("actor", "critic", "student"):
-            a, b = saved.get(part), self.cfg.get(part)
-            if not isinstance(a, dict) or not isinstance(b, dict):
-                continue
-            keys = ("class_name", "hidden_dims", "rnn_type", "rnn_hidden_dim", "rnn_num_layers", "obs_normalization",
-                    "estimator_cfg")
-            if a.get("class_name") != b.get("class_name"):
-                keys = ("class_name",)  # a different model type: its size keys would only add noise
-            for key in keys:
-                if key in a or key in b:
-                    va, vb = a.get(key), b.get(key)
-                    if _norm(va) != _norm(vb):
-                        diffs.append(f"{part}.{key}: checkpoint {va!r} vs config {vb!r}")
-            ga, gb = (c.get("obs_groups") for c in (saved, self.cfg))
-            if isinstance(ga, dict) and isinstance(gb, dict) and part in ga and part in gb:
-                if _norm(ga[part]) != _norm(gb[part]):
-                    diffs.append(f"obs_groups.{part}: checkpoint {ga[part]!r} vs config {gb[part]!r}")
+        parts = tuple(p for p in ("actor", "critic", "student")
+                      if isinstance(saved.get(p), dict) and isinstance(self.cfg.get(p), dict))
+        diffs = model_differences(saved, self.cfg, parts) + obs_group_differences(saved, self.cfg, parts)
         if diffs:
             raise ConfigError(f"Checkpoint '{path}' was written for a different model: " + "; ".join(diffs) + ".")
 
@@ -542,6 +539,3 @@ def _raise_if_non_finite(bad: torch.Tensor | None, obs: TensorDict) -> None:
         culprits = [n for n, b in zip(names, bad.tolist()) if b]
         raise FloatingPointError(f"Non-finite values (NaN/Inf) from the environment in: {', '.join(culprits)}.")
 
-
-def _norm(v):
-    return list(v) if isinstance(v, (list, tuple)) else v

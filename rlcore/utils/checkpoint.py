@@ -96,3 +96,59 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
+
+
+# ------------------------------------------------------------------ comparing a checkpoint's train_cfg with a config
+_MODEL_KEYS = ("class_name", "hidden_dims", "activation", "rnn_type", "rnn_hidden_dim", "rnn_num_layers",
+               "obs_normalization", "cnn_cfg", "estimator_cfg")
+
+
+def _norm(v):
+    if isinstance(v, (list, tuple)):
+        return [_norm(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
+    return v
+
+
+def _with_model_defaults(cfg: dict) -> dict:
+    """A model section with the settings it leaves out at its class's defaults (a Python config may omit them)."""
+    from rlcore.utils import registry  # the typed configs import Hydra: only when a checkpoint is compared
+    from rlcore.utils.config_schema import defaults_of
+
+    entry = registry.find(str(cfg.get("class_name")), ("model",))
+    schema = entry.config_class() if entry is not None else None
+    return {**defaults_of(schema), **cfg} if schema is not None else cfg
+
+
+def model_differences(saved: dict, new: dict, parts: tuple[str, ...]) -> list[str]:
+    """``part.key: checkpoint X vs config Y`` for each model setting of ``parts`` that differs (a setting one side
+    leaves out counts at its default)."""
+    diffs = []
+    for part in parts:
+        a, b = saved.get(part), new.get(part)
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            if isinstance(a, dict) != isinstance(b, dict):
+                diffs.append(f"{part}: checkpoint {'has' if isinstance(a, dict) else 'has no'} {part} model, "
+                             f"config {'has' if isinstance(b, dict) else 'has no'}")
+            continue
+        a, b = _with_model_defaults(a), _with_model_defaults(b)
+        keys = _MODEL_KEYS if a.get("class_name") == b.get("class_name") else ("class_name",)
+        for key in keys:
+            va, vb = a.get(key), b.get(key)
+            if key in ("rnn_type", "activation") and isinstance(va, str) and isinstance(vb, str):
+                va, vb = va.lower(), vb.lower()
+            if (key in a or key in b) and _norm(va) != _norm(vb):
+                diffs.append(f"{part}.{key}: checkpoint {va!r} vs config {vb!r}")
+        da, db = a.get("distribution_cfg") or {}, b.get("distribution_cfg") or {}
+        if da.get("class_name") and da.get("class_name") != db.get("class_name"):  # older formats lack it
+            diffs.append(f"{part}.distribution_cfg.class_name: checkpoint {da.get('class_name')!r} vs config "
+                         f"{db.get('class_name')!r}")
+    return diffs
+
+
+def obs_group_differences(saved: dict, new: dict, sets: tuple[str, ...]) -> list[str]:
+    """``obs_groups.<set>: checkpoint X vs config Y`` for each observation set of ``sets`` both configs name."""
+    ga, gb = saved.get("obs_groups") or {}, new.get("obs_groups") or {}
+    return [f"obs_groups.{s}: checkpoint {ga[s]!r} vs config {gb[s]!r}"
+            for s in sets if s in ga and s in gb and _norm(ga[s]) != _norm(gb[s])]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlcore.utils.checkpoint import find_checkpoint, load_checkpoint
+from rlcore.utils.checkpoint import find_checkpoint, load_checkpoint, model_differences, obs_group_differences
 from rlcore.utils.cli import UserError
 
 
@@ -110,49 +110,6 @@ def load_run(path: str, what: str = "checkpoint") -> RunInfo:
                         ".hydra/config.yaml and its train_cfg no task entry.")
     return RunInfo(checkpoint=file, ckpt=ckpt, train_cfg=copy.deepcopy(train_cfg), task=task,
                    run_dir=os.path.dirname(os.path.abspath(file)), config=config, config_path=config_path)
-
-
-# ============================================================================ comparing a checkpoint with a config
-_MODEL_KEYS = ("class_name", "hidden_dims", "activation", "rnn_type", "rnn_hidden_dim", "rnn_num_layers",
-               "obs_normalization", "cnn_cfg", "estimator_cfg")
-
-
-def _norm(v):
-    if isinstance(v, (list, tuple)):
-        return [_norm(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _norm(x) for k, x in v.items()}
-    return v
-
-
-def model_differences(saved: dict, new: dict, parts: tuple[str, ...]) -> list[str]:
-    """``part.key: checkpoint X vs config Y`` for each model setting of ``parts`` that differs."""
-    diffs = []
-    for part in parts:
-        a, b = saved.get(part), new.get(part)
-        if not isinstance(a, dict) or not isinstance(b, dict):
-            if isinstance(a, dict) != isinstance(b, dict):
-                diffs.append(f"{part}: checkpoint {'has' if isinstance(a, dict) else 'has no'} {part} model, "
-                             f"config {'has' if isinstance(b, dict) else 'has no'}")
-            continue
-        keys = _MODEL_KEYS if a.get("class_name") == b.get("class_name") else ("class_name",)
-        for key in keys:
-            va, vb = a.get(key), b.get(key)
-            if key in ("rnn_type", "activation") and isinstance(va, str) and isinstance(vb, str):
-                va, vb = va.lower(), vb.lower()
-            if (key in a or key in b) and _norm(va) != _norm(vb):
-                diffs.append(f"{part}.{key}: checkpoint {va!r} vs config {vb!r}")
-        da, db = a.get("distribution_cfg") or {}, b.get("distribution_cfg") or {}
-        if da.get("class_name") != db.get("class_name"):
-            diffs.append(f"{part}.distribution_cfg.class_name: checkpoint {da.get('class_name')!r} vs config "
-                         f"{db.get('class_name')!r}")
-    return diffs
-
-
-def obs_group_differences(saved: dict, new: dict, sets: tuple[str, ...]) -> list[str]:
-    ga, gb = saved.get("obs_groups") or {}, new.get("obs_groups") or {}
-    return [f"obs_groups.{s}: checkpoint {ga[s]!r} vs config {gb[s]!r}"
-            for s in sets if s in ga and s in gb and _norm(ga[s]) != _norm(gb[s])]
 
 
 def resume_differences(ckpt: dict, checkpoint: str, train_cfg: dict) -> list[str]:

@@ -396,3 +396,23 @@ def test_teacher_config_must_match_the_ppo_actor(ppo_run):
         runner.load(ckpt)
     assert "\n" not in str(info.value)
     assert not runner.alg.teacher_loaded
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"hidden_dims": [32, 16]}, "actor.hidden_dims: checkpoint [16, 16] vs config [32, 16]"),
+    ({"activation": "tanh"}, "actor.activation: checkpoint 'elu' vs config 'tanh'"),
+    ({"class_name": "RNNModel"}, "actor.class_name: checkpoint 'MLPModel' vs config 'RNNModel'"),
+    ({"distribution_cfg": {"class_name": "BetaDistribution"}},
+     "actor.distribution_cfg.class_name: checkpoint 'GaussianDistribution' vs config 'BetaDistribution'"),
+])
+def test_load_refuses_a_checkpoint_of_another_actor_naming_the_setting(ppo_run, change, named):
+    """The runner's own check (the same comparison as ``rlcore.train resume=``'s): one line naming what differs."""
+    ckpt, _ = ppo_run
+    cfg = base_cfg()
+    cfg["actor"].update(change)
+    runner = OnPolicyRunner(make_env(), cfg, None)
+    before = {k: v.clone() for k, v in runner.alg.actor.state_dict().items()}
+    with pytest.raises(ValueError, match="different model") as info:
+        runner.load(ckpt)
+    assert named in str(info.value) and "\n" not in str(info.value)
+    assert all(torch.equal(v, runner.alg.actor.state_dict()[k]) for k, v in before.items())  # nothing loaded

@@ -1,0 +1,144 @@
+"""Noise gap: how a Go2 PPO policy tracks with its mean action (deployment) and with its training noise.
+
+PPO earns its rewards with sampled actions (mean + Gaussian noise of the learned std), while a deployed policy
+acts with the mean. On a legged robot the noise changes the gait (it dithers the joints, like extra damping), so
+the velocity a policy reaches can differ between the two. This runs one checkpoint on the nominal robot (no
+randomisation, no pushes, no observation noise) under fixed commands, ``--settle-steps`` control steps to get
+going and ``--steps`` measured, once driven by the mean action and once by sampled actions (the checkpoint's
+std times ``--std-scale``), and prints per command the mean base-frame velocity reached in each mode and, for an
+actor with a state estimator of ``base_lin_vel``, what the estimator read in the mean-action run.
+
+Run (from the repository root)::
+
+    python bench/noise_gap.py logs/go2/<run>               # or .../model_<it>.pt
+    python bench/noise_gap.py logs/go2/<run> --commands "0.5,0,0;0,0.5,0" --envs 8
+
+Last line::
+
+    noise_gap: mean_action_err=<m/s> sampled_err=<m/s> estimate_err=<m/s> policy=<checkpoint>
+
+``*_err``: the mean over the commands of ``|cmd_xy - v_xy|`` of the *mean* velocity reached (the bias, not the
+gait's oscillation); ``estimate_err``: mean ``|estimate_xy - v_xy|`` of the mean-action run (nan without an
+estimator).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting threads
+
+import argparse
+import copy
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_COMMANDS = "0.5,0,0;1.0,0,0;-0.5,0,0;0,0.5,0;0,-0.5,0"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint", help="a Go2 PPO run directory or model_<it>.pt")
+    p.add_argument("--commands", default=DEFAULT_COMMANDS, help="'vx,vy,wz;...' commands (m/s, rad/s)")
+    p.add_argument("--envs", type=int, default=4, help="envs per command (the sampled run averages over them)")
+    p.add_argument("--settle-steps", type=int, default=50, help="control steps before measuring")
+    p.add_argument("--steps", type=int, default=250, help="control steps measured")
+    p.add_argument("--std-scale", type=float, default=1.0, help="factor on the policy's std in the sampled run")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    args = p.parse_args(argv)
+    try:
+        args.command_list = [tuple(float(x) for x in c.split(",")) for c in args.commands.split(";") if c.strip()]
+    except ValueError:
+        p.error(f"--commands {args.commands!r}: write 'vx,vy,wz;vx,vy,wz'")
+    if not args.command_list or any(len(c) != 3 for c in args.command_list):
+        p.error(f"--commands {args.commands!r}: each command has three numbers, vx,vy,wz")
+    return args
+
+
+def nominal_env(info, num_envs: int, seed: int):
+    """The checkpoint's Go2 task on the nominal robot: no randomisation, pushes or observation noise, commands
+    held (no heading control, no resampling)."""
+    from tasks.go2.config import no_randomization
+    from tasks.registry import make_task
+
+    if info.task.get("name") != "go2":
+        raise SystemExit(f"error: {info.checkpoint} was trained on task {info.task.get('name')!r}; this bench runs go2")
+    kw = copy.deepcopy(dict(info.task.get("env") or {}))
+    kw["domain_rand"] = {**kw.get("domain_rand", {}), **no_randomization()}
+    kw["obs"] = {**kw.get("obs", {}), "add_noise": False}
+    kw["commands"] = {**kw.get("commands", {}), "heading_command": False, "resampling_time": 1e6}
+    return make_task("go2", num_envs=num_envs, device="cpu", seed=seed, **kw)
+
+
+def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
+    """One closed loop: mean velocity reached ``[C, 3]`` per command and the estimator's mean reading (or None)."""
+    import torch
+
+    from rlcore.utils.run_files import make_run_policy
+
+    torch.manual_seed(args.seed)
+    cmds = torch.tensor(args.command_list, dtype=torch.float32).repeat_interleave(args.envs, dim=0)
+    env = nominal_env(info, len(cmds), args.seed)
+    policy = make_run_policy(info, env, "cpu")
+    estimator = getattr(policy, "estimator", None)
+    reads_velocity = estimator is not None and list(getattr(estimator, "target_groups", [])) == ["base_lin_vel"]
+    dist = policy.distribution
+    if sampled and args.std_scale != 1.0:  # a Gaussian's state-independent std: scale it (log std: shift it)
+        if hasattr(dist, "std_param"):
+            dist.std_param.data.mul_(args.std_scale)
+        elif hasattr(dist, "log_std_param"):
+            dist.log_std_param.data.add_(math.log(max(args.std_scale, 1e-12)))
+        else:
+            raise SystemExit(f"error: --std-scale needs a Gaussian with a std parameter; this policy has {type(dist).__name__}")
+    scale = float(env.cfg_task.obs.lin_vel_scale)
+    vel, est = torch.zeros(len(cmds), 3), torch.zeros(len(cmds), 3)
+    obs = env.get_observations()
+    with torch.no_grad():
+        for t in range(args.settle_steps + args.steps):
+            env.commands[:] = cmds
+            actions = policy(obs, stochastic_output=sampled)
+            if t >= args.settle_steps:  # the state the observations show, and what the estimator made of them
+                vel += env.base_lin_vel[:, :3]
+                if reads_velocity:
+                    est += policy.last_estimate[:, :3] / scale
+            obs, _, _, _ = env.step(actions)
+    c = len(args.command_list)
+    per_cmd = lambda x: (x / args.steps).view(c, args.envs, 3).mean(dim=1)  # noqa: E731
+    return {"vel": per_cmd(vel), "est": per_cmd(est) if reads_velocity else None}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    import torch
+
+    from rlcore.utils.run_files import load_run
+
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    info = load_run(args.checkpoint)
+    mean, noisy = run_mode(info, args, sampled=False), run_mode(info, args, sampled=True)
+    cmds = torch.tensor(args.command_list)
+    print(f"noise gap of {info.checkpoint} on the nominal robot: {args.envs} envs per command, {args.settle_steps} "
+          f"steps settle + {args.steps} measured, sampled std x{args.std_scale:g}")
+    print(f"{'command vx/vy/wz':>18} {'mean action vx/vy':>18} {'sampled vx/vy':>15} {'estimate vx/vy':>15}")
+    for i, c in enumerate(cmds.tolist()):
+        est = "-" if mean["est"] is None else f"{mean['est'][i, 0]:+.3f}/{mean['est'][i, 1]:+.3f}"
+        print(f"{c[0]:+5.2f}/{c[1]:+5.2f}/{c[2]:+5.2f}     {mean['vel'][i, 0]:+.3f}/{mean['vel'][i, 1]:+.3f}"
+              f"    {noisy['vel'][i, 0]:+.3f}/{noisy['vel'][i, 1]:+.3f}  {est:>15}")
+    bias = lambda v: float(torch.norm(cmds[:, :2] - v[:, :2], dim=1).mean())  # noqa: E731
+    result = {"mean_action_err": bias(mean["vel"]), "sampled_err": bias(noisy["vel"]),
+              "estimate_err": float("nan") if mean["est"] is None
+              else float(torch.norm(mean["est"][:, :2] - mean["vel"][:, :2], dim=1).mean()),
+              "mean_vel": mean["vel"].tolist(), "sampled_vel": noisy["vel"].tolist()}
+    print(f"noise_gap: mean_action_err={result['mean_action_err']:.4f} sampled_err={result['sampled_err']:.4f} "
+          f"estimate_err={result['estimate_err']:.4f} policy={info.checkpoint}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
