@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def nominal_env(info, num_envs: int, seed: int):
     """The checkpoint's Go2 task on the nominal robot: no randomisation, pushes or observation noise, commands
     held (no heading control, no resampling)."""
-    from tasks.go2.config import no_randomization
+    from tasks.go2.config import held_commands, no_randomization
     from tasks.registry import make_task
 
     if info.task.get("name") != "go2":
@@ -71,7 +71,7 @@ def nominal_env(info, num_envs: int, seed: int):
     kw = copy.deepcopy(dict(info.task.get("env") or {}))
     kw["domain_rand"] = {**kw.get("domain_rand", {}), **no_randomization()}
     kw["obs"] = {**kw.get("obs", {}), "add_noise": False}
-    kw["commands"] = {**kw.get("commands", {}), "heading_command": False, "resampling_time": 1e6}
+    kw["commands"] = {**kw.get("commands", {}), **held_commands()}
     return make_task("go2", num_envs=num_envs, device="cpu", seed=seed, **kw)
 
 

@@ -301,6 +301,12 @@ def no_randomization() -> dict:
             "push_robots": False, "curriculum_steps": 0}
 
 
+def held_commands() -> dict:
+    """``commands`` overrides that keep each env's command as it is set (no heading control, no resampling): for
+    closed loops that write ``env.commands`` themselves (robustness grid, benchmarks)."""
+    return {"heading_command": False, "resampling_time": 1.0e9}
+
+
 def make_config(overrides: dict | None = None) -> Go2Cfg:
     """Defaults merged with a nested dict of ``overrides`` (checked key by key)."""
     return _merge(Go2Cfg(), dict(overrides or {}), "go2")

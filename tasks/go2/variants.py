@@ -16,7 +16,7 @@ import numpy as np
 
 from rlcore.env import ConfigError
 from rlcore.utils.export import obs_layout
-from tasks.go2.config import Go2Cfg, no_randomization
+from tasks.go2.config import Go2Cfg, held_commands, no_randomization
 from tasks.go2.env import Go2Env
 from tasks.go2.randomization import FOOT_GEOMS, LEG_BODIES, SOFT_SOLIMP, Variant, apply_variant, latency_steps
 from tasks.go2.sim import MAX_SPEED, build_model
@@ -162,7 +162,7 @@ def overrides_from_interface(meta: dict, episode_s: float, threads: int | None =
                     "action_scale": meta["action_scale"], "clip_actions": meta["action_clip"],
                     "default_joint_pos": meta["default_joint_pos"]},
         "init": {"joint_pos_scale": [1.0, 1.0], "base_lin_vel": 0.0, "base_ang_vel": 0.0, "random_yaw": False},
-        "commands": {"heading_command": False, "resampling_time": 1.0e9},
+        "commands": held_commands(),
         "obs": obs,
         "domain_rand": {**no_randomization(), "num_variants": 1},
     }
