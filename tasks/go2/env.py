@@ -631,8 +631,15 @@ class Go2Env(VecEnv):
                 self.update_variant_params()
         self.sim.load_state_dict(state)  # physics state, sensors, each env's variant, the latency pipeline
         self.terrain.levels = state["terrain_levels"].to(self.device).clone()
-        self.episode_sums = {k: v.to(self.device).clone() for k, v in state["episode_sums"].items()}
-        self._last_episode = {k: v.to(self.device).clone() for k, v in state["last_episode"].items()}
+        # The statistics of the terms this env computes: a reward term added since the checkpoint (a resume that
+        # changes the reward weights) starts from zero this episode, one dropped since is forgotten.
+        for key in self.episode_sums:
+            if key in state["episode_sums"]:
+                self.episode_sums[key] = state["episode_sums"][key].to(self.device).clone()
+                self._last_episode[key] = state["last_episode"][key].to(self.device).clone()
+            else:
+                self.episode_sums[key].zero_()
+                self._last_episode[key].fill_(float("nan"))
         self.generator.set_state(torch.as_tensor(state["generator_state"]).cpu())
         self.common_step_counter = int(state["common_step_counter"])
         self._refresh_state()

@@ -782,6 +782,27 @@ def test_state_dict_round_trip_is_exact():
         make_env(2).load_state_dict(state)
 
 
+def test_state_of_other_reward_weights_loads_with_the_new_terms_from_zero():
+    """A resume may change the reward weights (a term added, one removed): the terms both envs compute keep their
+    episode sums, a new term starts from zero, a dropped one is forgotten, and stepping works (this used to raise
+    KeyError on the first step)."""
+    a = make_env(4, seed=3)
+    for _ in range(5):
+        a.step(torch.zeros(4, 12))
+    state = a.state_dict()
+    weights = {**a.cfg_task.rewards.weights, "tracking_lin_vel_fine": 1.0, "feet_air_time": 0.0}
+    b = make_env(4, seed=3, rewards={"weights": weights})
+    b.load_state_dict(copy.deepcopy(state))
+    assert torch.equal(b.episode_sums["tracking_lin_vel"], state["episode_sums"]["tracking_lin_vel"])
+    assert torch.count_nonzero(state["episode_sums"]["tracking_lin_vel"]) == 4
+    assert torch.equal(b.episode_sums["tracking_lin_vel_fine"], torch.zeros(4))
+    assert torch.isnan(b._last_episode["tracking_lin_vel_fine"]).all()
+    assert "feet_air_time" not in b.episode_sums
+    _, rewards, _, _ = b.step(torch.zeros(4, 12))
+    fine = R.tracking_lin_vel_fine(b) * b.dt  # weight 1 per second
+    assert torch.allclose(b.episode_sums["tracking_lin_vel_fine"], fine) and torch.isfinite(rewards).all()
+
+
 # ============================================================================ 9. learning
 LEARN_SEED = int(os.environ.get("RLCORE_LEARNING_SEED", "0"))
 LEARN_ENVS = 256
