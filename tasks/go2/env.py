@@ -89,6 +89,8 @@ class Go2Env(VecEnv):
         c = self.cfg_task
         if c.obs.history_length < 0:
             raise ConfigError(f"go2.obs.history_length: {c.obs.history_length} frames; use 0 (no history) or more")
+        if not 0.0 <= c.commands.heading_fraction <= 1.0:
+            raise ConfigError(f"go2.commands.heading_fraction: {c.commands.heading_fraction} must lie in [0, 1]")
         self.num_envs = n = int(num_envs)
         self.num_actions = 12
         self.device = torch.device(device)
@@ -138,6 +140,7 @@ class Go2Env(VecEnv):
         self.actions, self.last_actions = z(12), z(12)
         self.last_dof_vel = z(12)
         self.commands, self.heading_target = z(3), z()
+        self.heading_envs = torch.ones(n, dtype=torch.bool, device=dev)  # yaw rate from the heading target
         self.feet_air_time, self.first_contact = z(4), torch.zeros(n, 4, dtype=torch.bool, device=dev)
         self.last_contacts = torch.zeros(n, 4, dtype=torch.bool, device=dev)
         self.push_vel = z(2)
@@ -370,6 +373,8 @@ class Go2Env(VecEnv):
         cmd[:, :2] *= (torch.norm(cmd[:, :2], dim=1, keepdim=True) > c.zero_below)
         self.commands[env_ids] = cmd
         self.heading_target[env_ids] = uniform(c.heading)
+        if c.heading_fraction < 1.0:  # no draw otherwise: the default keeps its random stream
+            self.heading_envs[env_ids] = torch.rand(k, generator=g, device=dev) < c.heading_fraction
 
     def _resample_commands_on_timer(self) -> None:
         period = max(1, int(round(self.cfg_task.commands.resampling_time / self.dt)))
@@ -380,7 +385,8 @@ class Go2Env(VecEnv):
         c = self.cfg_task.commands
         if c.heading_command:
             error = wrap_to_pi(self.heading_target - yaw_of(self.base_quat))
-            self.commands[:, 2] = (c.heading_stiffness * error).clamp(c.ang_vel_yaw[0], c.ang_vel_yaw[1])
+            yaw_rate = (c.heading_stiffness * error).clamp(c.ang_vel_yaw[0], c.ang_vel_yaw[1])
+            self.commands[:, 2] = torch.where(self.heading_envs, yaw_rate, self.commands[:, 2])
 
     def _push_robots(self) -> None:
         """Every ``push_interval_s`` of its episode an env's base gets a random planar velocity.
@@ -441,7 +447,10 @@ class Go2Env(VecEnv):
             (variant[:, 3:] - self._physical_offset) * self._physical_scale,
             torch.cat([imu_bias, joint_bias], dim=1) * self._bias_scale,
         ], dim=1)
-        terrain = self.sim.heights(self.height_scan_points())  # [N, H, W]
+        if self.terrain.is_flat:  # every scan point lies at height 0: skip the grid (same values, bit for bit)
+            terrain = torch.zeros(1, *self._scan_local.shape[:2], device=self.device)  # [1, H, W], broadcast
+        else:
+            terrain = self.sim.heights(self.height_scan_points())  # [N, H, W]
         rel = (self.base_pos[:, 2, None, None] - terrain - self.cfg_task.rewards.base_height_target).clamp(-1.0, 1.0)
         scan = self._noise(rel * o.height_scale, o.noise_height * o.height_scale).unsqueeze(1)
         # base_lin_vel: the target of a state estimator (estimator_cfg), which a real robot does not measure.
@@ -499,6 +508,7 @@ class Go2Env(VecEnv):
             "command_ranges": {"lin_vel_x": list(c.commands.lin_vel_x), "lin_vel_y": list(c.commands.lin_vel_y),
                                "ang_vel_yaw": list(c.commands.ang_vel_yaw), "heading": list(c.commands.heading),
                                "heading_command": bool(c.commands.heading_command),
+                               "heading_fraction": float(c.commands.heading_fraction),
                                "zero_below": float(c.commands.zero_below)},
             "observation_groups": {**groups, "height_scan": self._height_scan_interface(),
                                    "base_lin_vel": self._base_lin_vel_interface()},
@@ -590,7 +600,7 @@ class Go2Env(VecEnv):
         return self.sim.render(env_id, width, height, fast=self.cfg_task.sim.render_quality == "fast")
 
     STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
-                     "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy",
+                     "heading_envs", "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy",
                      "imu_bias", "joint_pos_bias", "policy_history", "last_policy_obs", "history_fresh")
     HISTORY_TENSORS = ("policy_history", "last_policy_obs", "history_fresh")
 
@@ -618,6 +628,9 @@ class Go2Env(VecEnv):
         for name in self.STATE_TENSORS:
             if name not in state and name in self.HISTORY_TENSORS:  # a state saved before the history existed
                 self.history_fresh.fill_(True)
+                continue
+            if name not in state and name == "heading_envs":  # saved before heading_fraction: all under heading
+                self.heading_envs.fill_(True)
                 continue
             value = torch.as_tensor(state[name]).to(self.device).clone()
             if name == "policy_history" and value.shape != self.policy_history.shape:

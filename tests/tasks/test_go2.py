@@ -530,6 +530,26 @@ def test_observation_layout_and_scales_at_a_written_state():
     assert close(obs["height_scan"], torch.full((1, 1, 11, 17), (0.6 - 0.30) * 5.0))  # flat ground
 
 
+def test_flat_height_scan_skips_the_grid_bit_for_bit():
+    # On flat ground the scan skips the scan grid and the height lookup; the values must be those of the
+    # general path (grid points -> sim.heights), noise included, step after step.
+    fast, general = make_env(6, seed=3, quiet=False), make_env(6, seed=3, quiet=False)
+    general.terrain.is_flat = False  # the terrain is still the flat plane: only the shortcut is off
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        a = 0.5 * torch.randn(6, 12, generator=g)
+        (o1, *_), (o2, *_) = fast.step(a), general.step(a)
+        assert torch.equal(o1["height_scan"], o2["height_scan"]) and torch.equal(o1["policy"], o2["policy"])
+    general.sim.qpos[0, 2] = 2.0  # far above the ground: the relative height clips at 1 on both paths
+    fast.sim.qpos[0, 2] = 2.0
+    for e in (fast, general):
+        e.sim.refresh()
+        e._refresh_state()
+    o1, o2 = fast._observe(), general._observe()
+    assert torch.equal(o1["height_scan"], o2["height_scan"])
+    assert o1["height_scan"][0].min() >= 0.85 * fast.cfg_task.obs.height_scale
+
+
 def test_domain_randomisation_variants():
     env = make_env(8, quiet=False, domain_rand={"curriculum_steps": 0})  # the full ranges from the start
     s = env.sim
@@ -583,6 +603,35 @@ def test_pushes_set_the_planar_velocity_and_fade_in_the_privileged_record():
     assert close(obs["privileged"][:, 0:2], 2.0 * env.base_lin_vel[:, 0:2])
     env.step(torch.zeros(3, 12))
     assert close(env.push_vel, push * 0.95, atol=1e-7)
+
+
+def test_heading_fraction_holds_the_sampled_yaw_rate_of_the_other_envs():
+    env = make_env(400, commands={"heading_fraction": 0.25})
+    env._resample_commands(torch.arange(400))
+    sampled = env.commands[:, 2].clone()
+    under = env.heading_envs.clone()
+    assert 60 < int(under.sum()) < 140  # ~100 of 400 (binomial sd ~9)
+    env._update_heading_commands()
+    assert torch.equal(env.commands[~under, 2], sampled[~under])  # held: the sampled rate
+    from tasks.go2.env import wrap_to_pi, yaw_of
+    expected = (0.5 * wrap_to_pi(env.heading_target - yaw_of(env.base_quat))).clamp(-1.0, 1.0)
+    assert close(env.commands[under, 2], expected[under], atol=1e-6)
+    assert not torch.equal(env.commands[under, 2], sampled[under])
+    # The split is part of the MDP state: a resume restores it; a state saved before it existed means all heading.
+    state = env.state_dict()
+    other = make_env(400, commands={"heading_fraction": 0.25}, seed=1)
+    other.load_state_dict(state)
+    assert torch.equal(other.heading_envs, under)
+    del state["heading_envs"]
+    other.load_state_dict(state)
+    assert other.heading_envs.all()
+    # 1.0 (the default) draws nothing: the command stream is the one without the option.
+    a, b = make_env(50), make_env(50, commands={"heading_fraction": 1.0})
+    for e in (a, b):
+        e._resample_commands(torch.arange(50))
+    assert torch.equal(a.commands, b.commands) and a.heading_envs.all()
+    with pytest.raises(ConfigError, match="heading_fraction: 1.5 must lie in"):
+        make_env(2, commands={"heading_fraction": 1.5})
 
 
 def test_command_sampling_zeroing_heading_and_timer():
