@@ -65,8 +65,9 @@ class CommandsCfg:
     # sampled yaw rate until the next resample. Under heading control a yaw rate near the range's end lasts only
     # while the heading error is large (it decays as the robot turns), so turning at a held rate (a probe command
     # of rlcore.robustness, and what a joystick asks) is rare in training. Isaac Lab: rel_heading_envs.
-    # Measured (seed 1, task=go2, 370 iterations): 0.5 made the robustness grid worse on every variant, nominal_err
-    # 0.077-0.098 over checkpoints 300-369 against the default's 0.053-0.080, so the default keeps heading control.
+    # Measured (seed 1, task=go2, 370 iterations): 0.5 made the robustness grid worse: nominal_err
+    # 0.077-0.098 over checkpoints 300-369 against 0.067-0.077 for the default re-run the same day, so the default
+    # keeps heading control (README: 'From training to a deployable policy').
     heading_fraction: float = 1.0
     lin_vel_x: list[float] = field(default_factory=lambda: [-1.0, 1.0])
     lin_vel_y: list[float] = field(default_factory=lambda: [-1.0, 1.0])
