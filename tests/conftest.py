@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
-# MuJoCo picks its GL backend when it is first imported, whichever test does that: without a display, default to
-# EGL here (as tasks/go2 does) so the rendering tests see the same backend as their skip probe.
-if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-    os.environ["MUJOCO_GL"] = "egl"
-
 import pytest
 import torch
 from tensordict import TensorDict
+
+# MuJoCo picks its GL backend when it is first imported, whichever test does that (a gymnasium MuJoCo env, the
+# viewer): importing the Go2 package first applies its default (EGL without a display), so the rendering tests
+# see the same backend as their skip probe.
+import tasks.go2  # noqa: F401
 
 
 @pytest.fixture(autouse=True, scope="session")
