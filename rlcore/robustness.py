@@ -12,7 +12,10 @@ Per case: the mean velocity reached (vx, vy in the base frame, yaw rate), the me
 ``|cmd_xy - v_xy|`` and yaw-rate error, and whether the robot fell (the task's termination: base contact, tilt,
 base too low) or the physics became unstable (MuJoCo reset the state, or it is not finite; counted as a fall).
 After a fall the robot counts as standing still for the rest of the measured time. A variant's ``err`` is the
-mean planar error over its commands; ``worst_err`` the largest over the variants. The last line is::
+mean planar error over its commands; ``worst_err`` the largest over the variants. The planar error does not see
+a robot that ignores a turn command, so the line before the last gives the yaw-rate errors and the cases whose
+command was *not followed*: the robot stayed up but reached less than half of the commanded planar speed (along the
+command) or yaw rate (:data:`FOLLOW_FRACTION`). The last line is::
 
     robustness: nominal_err=<m/s> mean_err=<m/s> worst_err=<m/s> falls=<n>/<cases> policy=<path>
 
@@ -47,6 +50,10 @@ PROBE_COMMANDS: tuple[tuple[str, tuple[float, float, float]], ...] = (
     ("yaw_1.0", (0.0, 0.0, 1.0)), ("yaw_-1.0", (0.0, 0.0, -1.0)), ("zero", (0.0, 0.0, 0.0)),
     ("vx_0.7_yaw_0.5", (0.7, 0.0, 0.5)),
 )
+
+#: A non-zero planar command or yaw rate counts as followed when at least this fraction of it is reached (the
+#: planar velocity projected on the command's direction; the yaw rate with the command's sign).
+FOLLOW_FRACTION = 0.5
 
 #: Interface entries the tool needs from the file.
 REQUIRED = ("robot", "joint_names", "default_joint_pos", "kp", "kd", "action_scale", "action_clip", "physics_dt",
@@ -137,7 +144,9 @@ def evaluate(policy: str, variants: Sequence | None = None,
 
     Returns:
         ``cases`` (a dict per case), ``variants`` (a dict per variant name), ``nominal_err``, ``mean_err``,
-        ``worst_err``, ``worst_variant``, ``falls``, ``unstable``, ``cases_n``, ``wall_s``, ``policy``.
+        ``worst_err``, ``worst_variant``, ``falls``, ``unstable``, ``cases_n``, the yaw-rate figures
+        ``nominal_err_yaw``, ``mean_err_yaw``, ``worst_err_yaw``, ``worst_yaw_variant``, ``not_followed`` (the
+        cases :func:`not_followed` flags), ``wall_s``, ``policy``.
     """
     from tasks.go2.variants import ROBUSTNESS_GRID
 
@@ -210,10 +219,34 @@ def _summarise(run: dict, variants: list, commands: list) -> dict:
                                "changes": describe(v)}
     errs = {name: r["err"] for name, r in per_variant.items()}
     worst = max(errs, key=errs.get)
+    yaw_errs = {name: r["err_yaw"] for name, r in per_variant.items()}
+    worst_yaw = max(yaw_errs, key=yaw_errs.get)
     return {"cases": cases, "variants": per_variant,
             "nominal_err": errs.get("nominal", float("nan")), "mean_err": float(np.mean(list(errs.values()))),
             "worst_err": errs[worst], "worst_variant": worst, "falls": int(run["fallen"].sum()),
-            "unstable": int(run["unstable"].sum()), "cases_n": len(cases)}
+            "unstable": int(run["unstable"].sum()), "cases_n": len(cases),
+            "nominal_err_yaw": yaw_errs.get("nominal", float("nan")),
+            "mean_err_yaw": float(np.mean(list(yaw_errs.values()))), "worst_err_yaw": yaw_errs[worst_yaw],
+            "worst_yaw_variant": worst_yaw, "not_followed": [c for c in cases if not_followed(c)]}
+
+
+def not_followed(case: dict) -> str:
+    """Why a case's robot, still standing, did not follow its command ("" if it did or fell).
+
+    A non-zero planar command is followed when the reached planar velocity, projected on the command's direction,
+    is at least :data:`FOLLOW_FRACTION` of the command's speed; a non-zero yaw rate when the reached yaw rate is at
+    least that fraction of it, with its sign. Example: ``"yaw -0.02 of -1.0"`` for a robot that does not turn.
+    """
+    if case["fell"]:
+        return ""
+    (cx, cy, cz), (vx, vy, vz) = case["cmd"], case["vel"]
+    why = []
+    speed = math.hypot(cx, cy)
+    if speed > 0.0 and (vx * cx + vy * cy) / speed < FOLLOW_FRACTION * speed:
+        why.append(f"planar {(vx * cx + vy * cy) / speed:+.2f} of {speed:.1f} m/s")
+    if cz != 0.0 and vz / cz < FOLLOW_FRACTION:
+        why.append(f"yaw {vz:+.2f} of {cz:+.1f} rad/s")
+    return ", ".join(why)
 
 
 def _closed_loop(env, session, meta: dict, settle: int, measured: int) -> dict:
@@ -320,6 +353,13 @@ def _report(result: dict, meta: dict, variants: list, commands: list, settle_s: 
                 f"{r['unstable']:>8}  {r['changes']}")
         out(f"worst variant: {result['worst_variant']}; unstable physics: {result['unstable']} case(s); "
             f"wall time {result['wall_s']:.1f} s")
+    missed = result["not_followed"]
+    listed = "; ".join(f"{c['variant']}/{c['command']} ({not_followed(c)})" for c in missed[:8])
+    more = f"; and {len(missed) - 8} more" if len(missed) > 8 else ""
+    out(f"yaw rate: nominal_err_yaw={result['nominal_err_yaw']:.3f} mean_err_yaw={result['mean_err_yaw']:.3f} "
+        f"worst_err_yaw={result['worst_err_yaw']:.3f} ({result['worst_yaw_variant']}); commands not followed "
+        f"(standing, under {FOLLOW_FRACTION:g} of the command reached): {len(missed)}/{result['cases_n']}"
+        + (f": {listed}{more}" if missed else ""))
     out(f"robustness: nominal_err={result['nominal_err']:.3f} mean_err={result['mean_err']:.3f} "
         f"worst_err={result['worst_err']:.3f} falls={result['falls']}/{result['cases_n']} policy={result['policy']}")
 

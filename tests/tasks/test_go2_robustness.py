@@ -20,7 +20,7 @@ pytest.importorskip("mujoco")
 import mujoco
 
 from rlcore.models import MLPModel
-from rlcore.robustness import evaluate, main
+from rlcore.robustness import evaluate, main, not_followed
 from rlcore.utils.cli import UserError
 from rlcore.utils.export import policy_metadata, read_onnx_interface, write_onnx_metadata
 from tasks.go2 import Go2Env
@@ -239,6 +239,12 @@ def test_a_standing_policy_errs_by_the_command_speed(tmp_path, go2_meta):
     assert r["worst_err"] == max(v["err"] for v in r["variants"].values())
     assert lines[-1] == (f"robustness: nominal_err={r['nominal_err']:.3f} mean_err={r['mean_err']:.3f} "
                          f"worst_err={r['worst_err']:.3f} falls=0/6 policy={path}")
+    # standing still follows none of the three commands; the yaw line counts and names them
+    assert [(c["variant"], c["command"]) for c in r["not_followed"]] == [
+        (v, c) for v in ("nominal", "kp_-25%") for c in ("vx_0.5", "vy_-0.5", "yaw_1.0")]
+    assert r["nominal_err_yaw"] == pytest.approx(1.0 / 3.0, abs=0.02)  # yaw error 1 on one command of three
+    assert lines[-2].startswith(f"yaw rate: nominal_err_yaw={r['nominal_err_yaw']:.3f} ")
+    assert "commands not followed (standing, under 0.5 of the command reached): 6/6: nominal/vx_0.5 (planar " in lines[-2]
     assert sum(ln.startswith("nominal ") for ln in lines) == 4  # 3 case rows + the variant row
 
 
@@ -249,6 +255,25 @@ def test_a_falling_policy_is_flagged(tmp_path, go2_meta):
     assert all(c["fall_time_s"] < 0.5 for c in r["cases"])
     # fallen before the measured second: the robot counts as standing still, error = command speed
     assert all(c["err_xy"] == pytest.approx(0.5) for c in r["cases"])
+    assert r["not_followed"] == []  # a fall is counted as a fall, not as a command not followed
+
+
+def _case(cmd, vel, fell=False):
+    return {"cmd": list(cmd), "vel": list(vel), "fell": fell}
+
+
+def test_not_followed_by_hand():
+    """Half of the command along its direction (planar) or with its sign (yaw) is the line."""
+    assert not_followed(_case((0.5, 0.0, 0.0), (0.26, 0.3, 0.0))) == ""  # 0.26 of 0.5 along x: followed
+    assert not_followed(_case((0.5, 0.0, 0.0), (0.24, 0.0, 0.0))) == "planar +0.24 of 0.5 m/s"
+    # (0.3, 0.4) m/s commanded (speed 0.5); (0.4, -0.3) reached is as fast but at right angles: 0 along it
+    assert not_followed(_case((0.3, 0.4, 0.0), (0.4, -0.3, 0.0))) == "planar +0.00 of 0.5 m/s"
+    assert not_followed(_case((0.0, 0.0, -1.0), (0.0, 0.0, -0.02))) == "yaw -0.02 of -1.0 rad/s"
+    assert not_followed(_case((0.0, 0.0, -1.0), (0.0, 0.0, 0.6))) == "yaw +0.60 of -1.0 rad/s"  # the wrong way
+    assert not_followed(_case((0.0, 0.0, -1.0), (0.0, 0.0, -0.5))) == ""
+    assert not_followed(_case((0.7, 0.0, 0.5), (0.1, 0.0, 0.1))) == "planar +0.10 of 0.7 m/s, yaw +0.10 of +0.5 rad/s"
+    assert not_followed(_case((0.0, 0.0, 0.0), (0.3, 0.0, 0.4))) == ""  # zero command: nothing to follow
+    assert not_followed(_case((0.5, 0.0, 0.0), (0.0, 0.0, 0.0), fell=True)) == ""
 
 
 def test_the_tool_uses_the_files_settings(go2_meta):
