@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None) -> dict:
         r = robustness(onnx[name], settle_s=args.settle_s, measure_s=args.measure_s, threads=args.threads,
                        table="summary")
         robust[name] = {k: r[k] for k in ("nominal_err", "mean_err", "worst_err", "worst_variant", "falls",
-                                          "unstable", "cases_n")}
+                                          "unstable", "cases_n", "nominal_err_yaw", "mean_err_yaw", "worst_err_yaw")}
+        robust[name]["not_followed"] = [f"{c['variant']}/{c['command']}" for c in r["not_followed"]]
         robust[name]["variants"] = {v: {k: x for k, x in d.items() if k != "changes"} for v, d in r["variants"].items()}
         walls[f"{name}_robustness"] = time.perf_counter() - t0
 
@@ -290,7 +291,9 @@ def main(argv: list[str] | None = None) -> dict:
                    f"{stage['iterations']} iterations")
         print(f"[teacher_student] {name}: {trained}; robustness nominal_err={robust[name]['nominal_err']:.3f} "
               f"mean_err={robust[name]['mean_err']:.3f} worst_err={robust[name]['worst_err']:.3f} "
-              f"({robust[name]['worst_variant']}) falls={robust[name]['falls']}/{robust[name]['cases_n']}")
+              f"({robust[name]['worst_variant']}) falls={robust[name]['falls']}/{robust[name]['cases_n']} "
+              f"mean_err_yaw={robust[name]['mean_err_yaw']:.3f} "
+              f"not_followed={len(robust[name]['not_followed'])}/{robust[name]['cases_n']}")
     print("[teacher_student] wall time per stage: " + ", ".join(f"{k}={v:.1f}s" for k, v in walls.items()))
     print(f"[teacher_student] summary: {out / 'summary.json'}")
     print(f"teacher_student: teacher_err={robust['teacher']['mean_err']:.3f} "
