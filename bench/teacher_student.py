@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> dict:
                        table="summary")
         robust[name] = {k: r[k] for k in ("nominal_err", "mean_err", "worst_err", "worst_variant", "falls",
                                           "unstable", "cases_n", "nominal_err_yaw", "mean_err_yaw", "worst_err_yaw")}
-        robust[name]["not_followed"] = [f"{c['variant']}/{c['command']}" for c in r["not_followed"]]
+        robust[name]["not_followed"] = [f"{c['variant']}/{c['command']}: {c['not_followed']}" for c in r["not_followed"]]
         robust[name]["variants"] = {v: {k: x for k, x in d.items() if k != "changes"} for v, d in r["variants"].items()}
         walls[f"{name}_robustness"] = time.perf_counter() - t0
 

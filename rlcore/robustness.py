@@ -146,7 +146,7 @@ def evaluate(policy: str, variants: Sequence | None = None,
         ``cases`` (a dict per case), ``variants`` (a dict per variant name), ``nominal_err``, ``mean_err``,
         ``worst_err``, ``worst_variant``, ``falls``, ``unstable``, ``cases_n``, the yaw-rate figures
         ``nominal_err_yaw``, ``mean_err_yaw``, ``worst_err_yaw``, ``worst_yaw_variant``, ``not_followed`` (the
-        cases :func:`not_followed` flags), ``wall_s``, ``policy``.
+        cases whose ``not_followed`` reason, from :func:`not_followed`, is not empty), ``wall_s``, ``policy``.
     """
     from tasks.go2.variants import ROBUSTNESS_GRID
 
@@ -210,6 +210,7 @@ def _summarise(run: dict, variants: list, commands: list) -> dict:
                       "err_xy": float(run["err_xy"][e]), "err_yaw": float(run["err_yaw"][e]),
                       "fell": bool(run["fallen"][e]), "unstable": bool(run["unstable"][e]),
                       "fall_time_s": None if math.isnan(fall_time) else fall_time})
+        cases[-1]["not_followed"] = not_followed(cases[-1])
     per_variant = {}
     for i, v in enumerate(variants):
         mine = cases[i * n_cmd:(i + 1) * n_cmd]
@@ -227,7 +228,7 @@ def _summarise(run: dict, variants: list, commands: list) -> dict:
             "unstable": int(run["unstable"].sum()), "cases_n": len(cases),
             "nominal_err_yaw": yaw_errs.get("nominal", float("nan")),
             "mean_err_yaw": float(np.mean(list(yaw_errs.values()))), "worst_err_yaw": yaw_errs[worst_yaw],
-            "worst_yaw_variant": worst_yaw, "not_followed": [c for c in cases if not_followed(c)]}
+            "worst_yaw_variant": worst_yaw, "not_followed": [c for c in cases if c["not_followed"]]}
 
 
 def not_followed(case: dict) -> str:
@@ -235,15 +236,16 @@ def not_followed(case: dict) -> str:
 
     A non-zero planar command is followed when the reached planar velocity, projected on the command's direction,
     is at least :data:`FOLLOW_FRACTION` of the command's speed; a non-zero yaw rate when the reached yaw rate is at
-    least that fraction of it, with its sign. Example: ``"yaw -0.02 of -1.0"`` for a robot that does not turn.
+    least that fraction of it, with its sign. Example: ``"yaw -0.02 of -1.0 rad/s"`` for a robot that does not turn.
     """
     if case["fell"]:
         return ""
     (cx, cy, cz), (vx, vy, vz) = case["cmd"], case["vel"]
     why = []
     speed = math.hypot(cx, cy)
-    if speed > 0.0 and (vx * cx + vy * cy) / speed < FOLLOW_FRACTION * speed:
-        why.append(f"planar {(vx * cx + vy * cy) / speed:+.2f} of {speed:.1f} m/s")
+    along = (vx * cx + vy * cy) / speed if speed > 0.0 else 0.0
+    if speed > 0.0 and along < FOLLOW_FRACTION * speed:
+        why.append(f"planar {along:+.2f} of {speed:.1f} m/s")
     if cz != 0.0 and vz / cz < FOLLOW_FRACTION:
         why.append(f"yaw {vz:+.2f} of {cz:+.1f} rad/s")
     return ", ".join(why)
@@ -354,7 +356,7 @@ def _report(result: dict, meta: dict, variants: list, commands: list, settle_s: 
         out(f"worst variant: {result['worst_variant']}; unstable physics: {result['unstable']} case(s); "
             f"wall time {result['wall_s']:.1f} s")
     missed = result["not_followed"]
-    listed = "; ".join(f"{c['variant']}/{c['command']} ({not_followed(c)})" for c in missed[:8])
+    listed = "; ".join(f"{c['variant']}/{c['command']} ({c['not_followed']})" for c in missed[:8])
     more = f"; and {len(missed) - 8} more" if len(missed) > 8 else ""
     out(f"yaw rate: nominal_err_yaw={result['nominal_err_yaw']:.3f} mean_err_yaw={result['mean_err_yaw']:.3f} "
         f"worst_err_yaw={result['worst_err_yaw']:.3f} ({result['worst_yaw_variant']}); commands not followed "
