@@ -165,8 +165,22 @@ def prepare(cfg) -> TrainPlan:
         if diffs:
             raise UserError(f"resume={c['resume']}: '{resume_path}' was written for a different run: "
                             + "; ".join(diffs) + ". Use the same task, model and algorithm options, or start afresh.")
+        notices += _resume_rate_notice(resume_ckpt, train_cfg)
     return TrainPlan(cfg=c, train_cfg=train_cfg, device=device, resume_path=resume_path, teacher_path=teacher_path,
                      notices=notices, source=source)
+
+
+def _resume_rate_notice(ckpt: dict, train_cfg: dict) -> list[str]:
+    """A notice when ``algorithm.learning_rate`` was changed for a resume: the resumed optimiser continues at the
+    checkpoint's own (possibly adapted) rate, so the new value is not used (an exact resume needs that)."""
+    saved = ((ckpt.get("train_cfg") or {}).get("algorithm") or {}).get("learning_rate")
+    given = (train_cfg.get("algorithm") or {}).get("learning_rate")
+    restored = ckpt.get("learning_rate")
+    if saved is None or given is None or restored is None or float(saved) == float(given):
+        return []
+    return [f"algorithm.learning_rate={float(given):g} is not used on resume: the optimiser continues at the "
+            f"checkpoint's learning rate {float(restored):.4g} (its run started at {float(saved):g}); start a new run "
+            f"to use another rate."]
 
 
 def _open_resume(c: dict) -> tuple[str | None, dict | None]:

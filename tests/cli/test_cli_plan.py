@@ -78,3 +78,22 @@ def test_the_log_directory_follows_the_experiment_name():
     assert run_dir("task=cartpole", "runner.experiment_name=flat_v2").startswith("logs/flat_v2/")
     sweep = compose(["runner.experiment_name=abc"], return_hydra_config=True).hydra.sweep.dir
     assert str(sweep).startswith("logs/abc/sweep_")
+
+
+def test_a_learning_rate_given_with_resume_is_named_as_unused(trained_run):
+    """The resumed optimiser keeps the checkpoint's (adapted) rate: a new algorithm.learning_rate would be silently
+    ignored, so the plan says so, with the rate actually used; an unchanged rate gives no notice."""
+    import torch
+
+    from rlcore.train import prepare
+
+    ckpt = torch.load(trained_run["dir"] / "model_1.pt", weights_only=True)
+    started = ckpt["train_cfg"]["algorithm"]["learning_rate"]
+    base = ["task=pendulum", *TINY, "seed=5", f"resume={trained_run['dir']}"]
+    assert not [n for n in prepare(compose(base)).notices if "learning_rate" in n]
+    notices = [n for n in prepare(compose([*base, f"algorithm.learning_rate={started / 7:g}"])).notices
+               if "learning_rate" in n]
+    assert len(notices) == 1
+    assert f"algorithm.learning_rate={started / 7:g} is not used on resume" in notices[0]
+    assert f"learning rate {ckpt['learning_rate']:.4g}" in notices[0]
+    assert f"started at {started:g}" in notices[0]
