@@ -211,7 +211,9 @@ def _check_args(args: dict) -> tuple[str, str]:
     if not args.get("checkpoint"):
         raise UserError("export needs checkpoint=<model_<it>.pt or a run directory>, e.g. "
                         "python -m rlcore.export checkpoint=logs/pendulum/<run> format=onnx.")
-    fmt = str(args["format"])
+    fmt = getattr(args["format"], "value", args["format"])  # an ExportFormat member or its string
+    if fmt not in ("onnx", "jit"):
+        raise UserError(f"format={fmt}: choose onnx or jit.")
     for key in ("num_envs", "verify_steps"):
         if int(args[key]) < 1:
             raise UserError(f"{key}={args[key]}: must be >= 1.")

@@ -127,6 +127,26 @@ def test_export_jit(trained_run, tmp_path, capsys):
     assert json.loads(out.with_suffix(".json").read_text())["format"] == "jit"
 
 
+def test_export_called_with_the_config_defaults_writes_onnx(trained_run, tmp_path):
+    """``export()`` with ``dataclasses.asdict(ExportCfg())`` (format is then an ExportFormat member, not a string)
+    writes an ONNX file, not TorchScript under an .onnx name; an unknown format is one clear error."""
+    import dataclasses
+
+    import onnx
+
+    from rlcore.export import export
+    from rlcore.utils.cli import UserError
+    from rlcore.utils.config_schema import ExportCfg
+
+    args = {**dataclasses.asdict(ExportCfg()), "checkpoint": str(trained_run["dir"]), "num_envs": 2,
+            "verify_steps": 4, "output": str(tmp_path / "p.onnx")}
+    meta = export(args)
+    assert meta["format"] == "onnx"
+    assert onnx.load(str(tmp_path / "p.onnx")).graph.input[0].name == "obs"
+    with pytest.raises(UserError, match="format=tflite: choose onnx or jit"):
+        export({**args, "format": "tflite"})
+
+
 def test_export_verification_fails_loudly(trained_run, tmp_path, monkeypatch, capsys):
     """A written file that does not reproduce the eager policy: exit 1, the file renamed .unverified, no JSON."""
     import rlcore.utils.export as export_utils
