@@ -214,8 +214,8 @@ def _check_args(args: dict) -> tuple[str, str]:
     fmt = getattr(args["format"], "value", args["format"])  # an ExportFormat member or its string
     if fmt not in ("onnx", "jit"):
         raise UserError(f"format={fmt}: choose onnx or jit.")
-    for key in ("num_envs", "verify_steps"):
-        if int(args[key]) < 1:
+    for key in ("num_envs", "verify_steps", "threads"):
+        if args.get(key) is not None and int(args[key]) < 1:
             raise UserError(f"{key}={args[key]}: must be >= 1.")
     if not float(args["atol"]) > 0 or float(args["rtol"]) < 0:
         raise UserError(f"atol={args['atol']}, rtol={args['rtol']}: atol must be > 0 and rtol >= 0.")

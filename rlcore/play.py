@@ -198,7 +198,8 @@ def play(args: dict) -> dict:
     if args["video"]:
         video_path = args.get("video_file") or os.path.join(source.video_dir, "videos", f"{source.video_stem}.mp4")
         period = control_period(env)
-        writer = VideoWriter(video_path, fps=float(args["video_fps"] or (1.0 / period if period else 30.0)))
+        writer = VideoWriter(video_path, fps=float(args["video_fps"] if args.get("video_fps") is not None
+                                                   else (1.0 / period if period else 30.0)))
     try:
         result = run_episodes(env, actor, device, episodes, per_env, max_steps, writer, args)
     finally:
@@ -220,8 +221,11 @@ def _check_args(args: dict) -> int:
     episodes = int(args["episodes"])
     if episodes < 1:
         raise UserError(f"episodes={episodes}: must be >= 1.")
-    if args.get("num_envs") is not None and int(args["num_envs"]) < 1:
-        raise UserError(f"num_envs={args['num_envs']}: must be >= 1.")
+    for key in ("num_envs", "threads", "video_width", "video_height"):
+        if args.get(key) is not None and int(args[key]) < 1:
+            raise UserError(f"{key}={args[key]}: must be >= 1.")
+    if args.get("video_fps") is not None and not float(args["video_fps"]) > 0:
+        raise UserError(f"video_fps={args['video_fps']}: must be > 0 (leave it unset for the task's control rate).")
     return episodes
 
 

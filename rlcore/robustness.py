@@ -134,7 +134,8 @@ def evaluate(policy: str, variants: Sequence | None = None,
 
     Args:
         policy: a ``policy.onnx`` with rlcore metadata, or a run directory holding one.
-        variants: :class:`~tasks.go2.variants.Variant` s (default: the whole grid).
+        variants: :class:`~tasks.go2.variants.Variant` s or grid variant names, e.g. ``["nominal"]`` (default: the
+            whole grid).
         commands: ``(name, (vx, vy, yaw rate))`` probe commands.
         settle_s, measure_s: seconds before measuring and seconds measured.
         threads: MuJoCo rollout threads (None: all available cores).
@@ -154,6 +155,10 @@ def evaluate(policy: str, variants: Sequence | None = None,
     path = resolve_policy(str(policy))
     meta = load_interface(path)
     variants = list(ROBUSTNESS_GRID if variants is None else variants)
+    names = [v for v in variants if isinstance(v, str)]
+    if names:  # names resolve to the grid's variants, in the order given
+        by_name = {v.name: v for v in select_variants(names)}
+        variants = [by_name[v] if isinstance(v, str) else v for v in variants]
     commands = list(commands)
     if not variants or not commands:
         raise UserError("robustness: give at least one variant and one command.")
@@ -376,6 +381,9 @@ def main(argv: list[str] | None = None) -> None:
     with user_errors():
         if argv and "=" not in argv[0]:
             argv[0] = f"policy={argv[0]}"
+        # variants=nominal means variants=[nominal] (one name, or names separated by commas)
+        argv = [f"variants=[{a.split('=', 1)[1]}]" if a.startswith("variants=") and not a.startswith("variants=[")
+                else a for a in argv]
         args = parse_key_values(argv, RobustnessCfg, "robustness")
         if not args["policy"]:
             raise UserError("robustness needs a policy: python -m rlcore.robustness <policy.onnx | run dir>.")

@@ -20,6 +20,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,7 +29,15 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlcore.utils import registry
-from rlcore.utils.cli import UserError, check_device, compose, config_dir, is_main_process, user_errors
+from rlcore.utils.cli import (
+    USER_ERROR_EXIT,
+    UserError,
+    check_device,
+    compose,
+    config_dir,
+    is_main_process,
+    user_errors,
+)
 from rlcore.utils.config_check import validate_config
 from rlcore.utils.config_schema import LEARN_ARGUMENTS, RUNNER_LOGGER_KEYS
 
@@ -342,15 +351,33 @@ def _finish_distributed() -> None:
         dist.destroy_process_group()
 
 
-def _remove_empty_run_dir(path: str | None) -> None:
+_STARTED = time.time()
+
+#: What a run writes before its first checkpoint: Hydra's bookkeeping, the resolved config, the git state and the
+#: logger's files. A user error that stops a run with nothing else in its directory leaves no directory behind.
+_START_FILES = (".hydra", "train.log", "config.yaml", "git", "events.out.tfevents.", "wandb")
+
+
+def _remove_empty_run_dir(path: str | None, user_error: bool = False) -> None:
     """Remove a run directory that a failed start left with nothing but Hydra's bookkeeping.
 
     ``train.log`` only ever holds third-party ``logging`` records (rlcore prints, it does not log), e.g. the
     INFO line PyOpenGL emits when a MuJoCo task imports it, so a non-empty one does not make the run real.
+    After a user error (e.g. a ``runner.keep_best`` metric the task does not report, found at the first
+    evaluation) the files this process wrote before any checkpoint (:data:`_START_FILES`) go too; anything
+    older than this process, or any other file, keeps the directory.
     """
     if not path or not os.path.isdir(path):
         return
-    if set(os.listdir(path)) <= {".hydra", "train.log"}:
+    entries = os.listdir(path)
+    if set(entries) <= {".hydra", "train.log"}:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    if not user_error:
+        return
+    ours = all(e.startswith(_START_FILES) and os.path.getmtime(os.path.join(path, e)) >= _STARTED - 1.0
+               for e in entries if e not in (".hydra", "train.log"))
+    if ours:
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -366,7 +393,7 @@ def _task_function(cfg: DictConfig) -> None:
             run(cfg, output_dir, plan=plan)
     except SystemExit as stop:
         if stop.code not in (0, None) and is_main_process():
-            _remove_empty_run_dir(output_dir)
+            _remove_empty_run_dir(output_dir, user_error=stop.code == USER_ERROR_EXIT)
         raise
 
 

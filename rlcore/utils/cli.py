@@ -120,6 +120,10 @@ def hydra_error_line(err: Exception) -> str:
     not_in_struct = re.search(r"Could not override '([^']+)'", text)
     if not_in_struct and cause is not None and "not in struct" in str(cause):
         key = not_in_struct.group(1)
+        full = str(getattr(cause, "full_key", "") or "")
+        if full.startswith(key + "."):  # a dict value whose own keys are new: name the first of them
+            return (f"unknown config key '{full}' in {key}=... (to add keys that are not in the config, write "
+                    f"+{key}=...).")
         return f"unknown config key '{key}' (to add a key that is not in the config, write +{key}=...)."
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith(("See https", "\t"))]
     lines = [ln for ln in lines if not ln.startswith("Config search path")]
@@ -234,10 +238,30 @@ def user_errors(errors: tuple[type[BaseException], ...] = USER_ERRORS) -> Iterat
             raise
         print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
         sys.exit(USER_ERROR_EXIT)
-    except Exception:
+    except Exception as err:
+        gl = _gl_backend_failure(err)
+        if gl and not os.environ.get("RLCORE_DEBUG"):
+            print(f"error: {gl}", file=sys.stderr, flush=True)
+            sys.exit(USER_ERROR_EXIT)
         traceback.print_exc()
         print(f"error (unexpected): {BUG_HINT}", file=sys.stderr, flush=True)
         sys.exit(BUG_EXIT)
+
+
+def _gl_backend_failure(err: BaseException) -> str | None:
+    """One line when ``err`` is MuJoCo failing to load the OpenGL backend that ``MUJOCO_GL`` names (it does so
+    at ``import mujoco``, before any rlcore code could check it); None for anything else."""
+    backend = os.environ.get("MUJOCO_GL")
+    if not backend:
+        return None
+    files = [frame.filename.replace(os.sep, "/") for frame in traceback.extract_tb(err.__traceback__)]
+    in_gl = any("/mujoco/" in f and any(k in f for k in ("gl_context", "/osmesa/", "/egl/", "/glfw/", "/cgl/"))
+                for f in files)
+    if not in_gl and "MUJOCO_GL" not in str(err):
+        return None
+    return (f"MUJOCO_GL={backend}: MuJoCo cannot load this OpenGL backend ({one_line(err)[:160]}); install it "
+            f"(Debian: libosmesa6 for osmesa, libegl1 for egl), choose another, or unset MUJOCO_GL when nothing "
+            f"is rendered.")
 
 
 def is_main_process() -> bool:

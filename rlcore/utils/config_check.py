@@ -71,7 +71,20 @@ def _check_positive(section: dict, path: str, keys: tuple[str, ...], minimum: in
     for key in keys:
         value = section.get(key)
         if value is not None and value < minimum:
-            raise ConfigError(f"{path}.{key}: must be >= {minimum}, got {value}.")
+            raise ConfigError(f"{_join(path, key)}: must be >= {minimum}, got {value}.")
+
+
+def _check_bound(section: dict, path: str, key: str, low: float, high: float | None = None,
+                 low_open: bool = False) -> None:
+    """``section[key]`` (when set) within ``[low, high]``, or ``(low, high]`` with ``low_open``."""
+    value = section.get(key)
+    if value is None:
+        return
+    if (value <= low if low_open else value < low) or (high is not None and value > high):
+        bound = f"> {low:g}" if low_open else f">= {low:g}"
+        if high is not None:
+            bound = f"in {'(' if low_open else '['}{low:g}, {high:g}]"
+        raise ConfigError(f"{_join(path, key)}: must be {bound}, got {value}.")
 
 
 def _check_choice(section: dict, path: str, key: str, valid: list[str]) -> None:
@@ -170,6 +183,11 @@ def _check_algorithm(alg: Any, notices: list[str]) -> dict:
             notices.append(f"algorithm=distillation: ignoring PPO-only settings {', '.join(dropped)}")
     out = check_against(alg, schema, "algorithm")
     _check_positive(out, "algorithm", ("num_learning_epochs", "num_mini_batches", "gradient_length"))
+    for key in ("learning_rate", "clip_param", "desired_kl", "max_grad_norm"):
+        _check_bound(out, "algorithm", key, 0.0, low_open=True)
+    for key in ("gamma", "lam"):
+        _check_bound(out, "algorithm", key, 0.0, 1.0)
+    _check_bound(out, "algorithm", "value_loss_coef", 0.0)
     _check_choice(out, "algorithm", "optimizer", _optimizers())
     return out
 
@@ -240,6 +258,7 @@ def validate_config(cfg: dict) -> tuple[dict, list[str]]:
     notices: list[str] = []
     top = {f.name for f in fields(TopLevelCfg)}
     out.update(check_against({k: v for k, v in cfg.items() if k in top}, TopLevelCfg, ""))
+    _check_positive(out, "", ("threads",))
     for group in ("task", "model", "algorithm", "runner", "logger"):
         if group not in cfg or cfg[group] is None:
             raise ConfigError(f"{group}: missing from the config (choose one with {group}=<option>).")

@@ -30,11 +30,12 @@ def cli_env() -> dict:
 
 
 def run_module(module: str, *args: str, cwd: str | os.PathLike | None = None,
-               timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
-    """``python -m <module> args...`` in ``cwd`` (default: the repo root); returns the finished process."""
+               timeout: float = TIMEOUT_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m <module> args...`` in ``cwd`` (default: the repo root), with ``env`` added to the environment;
+    returns the finished process."""
     cmd = [sys.executable, "-m", module, *args]
-    return subprocess.run(cmd, cwd=str(cwd or REPO_ROOT), env=cli_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(cmd, cwd=str(cwd or REPO_ROOT), env={**cli_env(), **(env or {})}, capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def check_ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

@@ -53,6 +53,15 @@ def test_type_error_names_the_key_path(tmp_path):
     (["algorithm=distillation", "teacher=/no/such/ckpt.pt"], ["teacher=/no/such/ckpt.pt", "does not exist"]),
     (["device=tpu7"], ["device=tpu7"]),
     (["seed=[1"], ["cannot parse the argument 'seed=[1'"]),
+    (["threads=0"], ["threads: must be >= 1, got 0"]),
+    (["algorithm.learning_rate=-1"], ["algorithm.learning_rate: must be > 0, got -1.0"]),
+    (["algorithm.gamma=1.5"], ["algorithm.gamma: must be in [0, 1], got 1.5"]),
+    (["algorithm.lam=-0.1"], ["algorithm.lam: must be in [0, 1]"]),
+    (["algorithm.clip_param=0"], ["algorithm.clip_param: must be > 0"]),
+    (["algorithm.desired_kl=0"], ["algorithm.desired_kl: must be > 0"]),
+    (["algorithm.max_grad_norm=-1"], ["algorithm.max_grad_norm: must be > 0"]),
+    (["task=gym", "task.env.env_kwargs={g:5.0}"],
+     ["unknown config key 'task.env.env_kwargs.g' in task.env.env_kwargs=", "write +task.env.env_kwargs="]),
 ])
 def test_train_refuses(argv, fragments, capsys, tmp_path):
     line = _user_error(train_cli.main, [*argv, f"hydra.run.dir={tmp_path / 'run'}"], capsys)
@@ -106,6 +115,9 @@ def test_play_refuses(trained_run, capsys, tmp_path):
     assert "unknown key 'epsiodes'" in _user_error(play_cli.main, ["checkpoint=x", "epsiodes=3"], capsys)
     assert "episodes: Value 'many'" in _user_error(play_cli.main, ["checkpoint=x", "episodes=many"], capsys)
     assert "expected key=value" in _user_error(play_cli.main, ["video"], capsys)
+    for bad in ("threads=-1", "video_width=0", "video_height=0", "num_envs=0"):
+        assert f"{bad}: must be >= 1" in _user_error(play_cli.main, ["checkpoint=x", bad], capsys)
+    assert "video_fps=0.0: must be > 0" in _user_error(play_cli.main, ["checkpoint=x", "video_fps=0"], capsys)
     line = _user_error(play_cli.main, [f"checkpoint={trained_run['dir']}", f"onnx={tmp_path / 'none.onnx'}"], capsys)
     assert "no such file" in line
 
@@ -136,9 +148,33 @@ def test_export_refuses(trained_run, capsys):
         export_cli.main, [f"checkpoint={trained_run['dir']}", "format=tflite"], capsys)
     assert "export needs checkpoint=" in _user_error(export_cli.main, ["format=onnx"], capsys)
     assert "atol must be > 0" in _user_error(export_cli.main, [f"checkpoint={trained_run['dir']}", "atol=0"], capsys)
+    assert "threads=-1: must be >= 1" in _user_error(export_cli.main, [f"checkpoint={trained_run['dir']}",
+                                                                        "threads=-1"], capsys)
 
 
 def test_hydra_flags_still_reach_hydra(capsys):
     """``--cfg job`` prints the composed config (Hydra's own flags are passed through untouched)."""
     proc = check_ok(run_module("rlcore.train", "--cfg", "job", "task=cartpole", "model=rnn"))
     assert "class_name: RNNModel" in proc.stdout and "name: cartpole" in proc.stdout
+
+
+def test_a_mujoco_gl_backend_that_cannot_load_is_one_line(tmp_path):
+    """MUJOCO_GL naming a backend MuJoCo cannot use fails at ``import mujoco``; the command says so in one line."""
+    proc = run_module("rlcore.train", "task=go2", "task.num_envs=2", "runner.max_iterations=1",
+                      f"hydra.run.dir={tmp_path / 'run'}", env={"MUJOCO_GL": "no-such-backend"})
+    assert_user_error(proc, "MUJOCO_GL=no-such-backend: MuJoCo cannot load this OpenGL backend")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_metric_found_missing_at_the_first_evaluation_leaves_no_run_directory(tmp_path):
+    """``runner.keep_best`` names a metric the task reports only once it steps: the error comes after the run
+    directory was made, and what this run wrote there goes again; a directory holding anything else is kept."""
+    args = ("task=pendulum", *TINY, "runner.keep_best=foo")
+    proc = run_module("rlcore.train", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert_user_error(proc, "runner.keep_best: PendulumSwingUp reports no metric 'foo'", "episode_return_mean")
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("mine")
+    proc = run_module("rlcore.train", *args, f"hydra.run.dir={tmp_path / 'kept'}")
+    assert_user_error(proc, "reports no metric 'foo'")
+    assert (tmp_path / "kept" / "notes.txt").read_text() == "mine"

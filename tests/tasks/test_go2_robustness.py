@@ -225,7 +225,7 @@ SHORT = {"settle_s": 1.0, "measure_s": 1.0, "threads": 1}
 def test_a_standing_policy_errs_by_the_command_speed(tmp_path, go2_meta):
     path = constant_policy(tmp_path / "stand.onnx", 0.0, go2_meta)
     lines = []
-    r = evaluate(path, [by_name("nominal"), by_name("kp_-25%")], COMMANDS, out=lines.append, **SHORT)
+    r = evaluate(path, ["nominal", by_name("kp_-25%")], COMMANDS, out=lines.append, **SHORT)  # a name or a Variant
     assert r["falls"] == 0 and r["cases_n"] == 6
     for case in r["cases"]:
         assert np.abs(case["vel"]).max() < 0.03, case  # it does not go anywhere
@@ -308,11 +308,12 @@ def test_refuses_files_without_a_go2_interface(tmp_path, go2_meta, capsys):
     assert "no such file or directory" in capsys.readouterr().err
 
 
-def test_command_line_on_a_run_directory(tmp_path, go2_meta, capsys):
+@pytest.mark.parametrize("variants", ["variants=[nominal]", "variants=nominal"])
+def test_command_line_on_a_run_directory(tmp_path, go2_meta, capsys, variants):
     (tmp_path / "exported").mkdir()
     path = constant_policy(tmp_path / "exported" / "policy.onnx", 0.0, go2_meta)
     assert read_onnx_interface(path)["kp"] == [KP] * 12
-    main([str(tmp_path), "variants=[nominal]", "settle_s=1", "measure_s=0.4", "threads=1", "table=summary"])
+    main([str(tmp_path), variants, "settle_s=1", "measure_s=0.4", "threads=1", "table=summary"])
     last = capsys.readouterr().out.strip().splitlines()[-1]
     match = re.fullmatch(r"robustness: nominal_err=(\S+) mean_err=(\S+) worst_err=(\S+) falls=0/10 policy=(.+)", last)
     assert match and match.group(4) == path
