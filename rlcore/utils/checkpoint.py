@@ -40,7 +40,12 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
 
 
 def find_checkpoint(path: str | os.PathLike) -> str:
-    """A checkpoint file, or the newest ``model_<it>.pt`` of a run directory."""
+    """A checkpoint file, or the newest ``model_<it>.pt`` of a run directory.
+
+    The directory's checkpoints may sit in one subfolder of it; a directory whose checkpoints are spread over
+    several folders (a parent of several runs, a sweep) is refused with those folders named, rather than
+    mixing unrelated runs by iteration number.
+    """
     path = os.fspath(path)
     if os.path.isfile(path):
         return path
@@ -54,6 +59,11 @@ def find_checkpoint(path: str | os.PathLike) -> str:
                 found.append((int(m.group(1)), os.path.join(root, name)))
     if not found:
         raise FileNotFoundError(f"No model_<iteration>.pt checkpoint in '{path}'.")
+    folders = sorted({os.path.dirname(f) for _, f in found})
+    if len(folders) > 1:
+        listed = ", ".join(folders[:4]) + (f" and {len(folders) - 4} more" if len(folders) > 4 else "")
+        raise FileNotFoundError(f"'{path}' holds the checkpoints of {len(folders)} runs ({listed}); give one run "
+                                f"directory or a model_<iteration>.pt file.")
     return max(found)[1]
 
 

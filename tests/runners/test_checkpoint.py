@@ -248,3 +248,16 @@ def test_keyboard_interrupt_saves_the_completed_iterations(tmp_path):
         assert torch.equal(fresh.alg.actor.state_dict()[k], v)
     fresh.learn(1)
     assert files(tmp_path) == ["model_0.pt", "model_1.pt", "model_2.pt"]
+
+
+def test_find_checkpoint_refuses_a_parent_of_several_runs(tmp_path):
+    for run, its in (("a", (5,)), ("b", (3, 9))):
+        (tmp_path / "logs" / run).mkdir(parents=True)
+        for it in its:
+            (tmp_path / "logs" / run / f"model_{it}.pt").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="holds the checkpoints of 2 runs"):
+        find_checkpoint(tmp_path / "logs")  # not b's model_9.pt: a and b are unrelated runs
+    assert find_checkpoint(tmp_path / "logs" / "b") == str(tmp_path / "logs" / "b" / "model_9.pt")
+    (tmp_path / "one" / "nested").mkdir(parents=True)
+    (tmp_path / "one" / "nested" / "model_2.pt").write_bytes(b"")
+    assert find_checkpoint(tmp_path / "one") == str(tmp_path / "one" / "nested" / "model_2.pt")  # one run inside
