@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors
+from rlcore.utils.cli import UserError, check_device, complete_args, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import ExportCfg
 from rlcore.utils.video import control_period
 
@@ -169,12 +169,14 @@ def verify_jit(path: str, recorded: list, reference: list, rtol: float = 0.0) ->
 
 
 def export(args: dict) -> dict:
-    """Run ``args`` (the keys of :class:`~rlcore.utils.config_schema.ExportCfg`); returns the JSON description."""
+    """Run ``args`` (keys of :class:`~rlcore.utils.config_schema.ExportCfg`; the others take their defaults);
+    returns the JSON description."""
     import torch
 
     from rlcore.utils.checkpoint import seed_everything
     from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
 
+    args = complete_args(args, ExportCfg, "export")
     fmt, device = _check_args(args)
     if args.get("threads"):
         torch.set_num_threads(int(args["threads"]))

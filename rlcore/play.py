@@ -31,7 +31,7 @@ import torch
 
 from rlcore.pretrained import PRETRAINED, pretrained_path
 from rlcore.utils.checkpoint import seed_everything
-from rlcore.utils.cli import UserError, check_device, parse_key_values, usage, user_errors
+from rlcore.utils.cli import UserError, check_device, complete_args, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import PlayCfg
 from rlcore.utils.export import read_onnx_interface
 from rlcore.utils.run_files import RunInfo, load_run, make_run_env, make_run_policy
@@ -174,7 +174,9 @@ def _scalar(value) -> float | None:
 
 
 def play(args: dict) -> dict:
-    """Run ``args`` (the keys of :class:`~rlcore.utils.config_schema.PlayCfg`); returns what was printed as data."""
+    """Run ``args`` (keys of :class:`~rlcore.utils.config_schema.PlayCfg`; the others take their defaults); returns
+    what was printed as data."""
+    args = complete_args(args, PlayCfg, "play")
     episodes = _check_args(args)
     device = check_device(args["device"])
     if args.get("threads"):

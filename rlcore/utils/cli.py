@@ -13,6 +13,7 @@ import sysconfig
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, fields
+from enum import Enum
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -135,6 +136,23 @@ def hydra_error_line(err: Exception) -> str:
 def _first_line(err: BaseException) -> str:
     text = str(getattr(err, "msg", None) or err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def complete_args(args: dict, schema: type, command: str) -> dict:
+    """``args`` of a command called from Python, completed with ``schema``'s defaults (enum members as their
+    values), so that ``export({"checkpoint": run})`` means what ``python -m rlcore.export checkpoint=run`` does.
+
+    Raises:
+        UserError: a key that ``schema`` does not have (listing the valid ones).
+    """
+    from rlcore.utils.config_schema import defaults_of  # config_schema imports this module's neighbours
+
+    valid = [f.name for f in fields(schema)]
+    unknown = [k for k in args if k not in valid]
+    if unknown:
+        raise UserError(f"{command}: unknown key {unknown[0]!r}; valid keys: {', '.join(valid)}.")
+    return {**defaults_of(schema), **{k: getattr(v, "value", v) if isinstance(v, Enum) else v
+                                      for k, v in args.items()}}
 
 
 def parse_key_values(argv: Sequence[str], schema: type, command: str) -> dict:

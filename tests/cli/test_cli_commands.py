@@ -145,6 +145,23 @@ def test_export_called_with_the_config_defaults_writes_onnx(trained_run, tmp_pat
     assert onnx.load(str(tmp_path / "p.onnx")).graph.input[0].name == "obs"
     with pytest.raises(UserError, match="format=tflite: choose onnx or jit"):
         export({**args, "format": "tflite"})
+    # from Python the keys left out take their defaults (format onnx, rtol 0, ...); a misspelt one is named
+    meta = export({"checkpoint": str(trained_run["dir"]), "num_envs": 2, "verify_steps": 4,
+                   "output": str(tmp_path / "q.onnx")})
+    assert meta["format"] == "onnx" and meta["verification"]["rtol"] == 0.0
+    assert onnx.load(str(tmp_path / "q.onnx")).graph.input[0].name == "obs"
+    with pytest.raises(UserError, match="export: unknown key 'verfiy_steps'; valid keys: checkpoint, format"):
+        export({"checkpoint": str(trained_run["dir"]), "verfiy_steps": 4})
+
+
+def test_play_from_python_fills_the_keys_left_out(trained_run):
+    from rlcore.play import play
+    from rlcore.utils.cli import UserError
+
+    result = play({"checkpoint": str(trained_run["dir"]), "episodes": 2, "num_envs": 2})
+    assert len(result["returns"]) == 2 and len(result["lengths"]) == 2
+    with pytest.raises(UserError, match="play: unknown key 'epsiodes'"):
+        play({"checkpoint": str(trained_run["dir"]), "epsiodes": 2})
 
 
 def test_export_verification_fails_loudly(trained_run, tmp_path, monkeypatch, capsys):
