@@ -104,6 +104,10 @@ class RewardsCfg:
     base_height_target: float = 0.30
     soft_dof_pos_limit: float = 0.9  # fraction of the joint range before the limit penalty starts
     feet_air_time_target: float = 0.3  # [s] (legged_gym: 0.5; shorter steps suit the small Go2 and learn faster)
+    # The air-time term pays only while the robot is asked to move: a planar command over 0.1 m/s (legged_gym) or,
+    # with this on, a yaw-rate command over 0.1 rad/s too. Off, a turn in place earns nothing for stepping, and a
+    # policy can settle on standing still under a held turn (rlcore.robustness: "not followed").
+    feet_air_time_on_turns: bool = False
     contact_threshold: float = 1.0  # [N] normal force that counts as contact
     only_positive_rewards: bool = True  # clip the total at 0 (legged_gym): avoids learning to die early
 

@@ -79,12 +79,16 @@ def action_rate(env) -> torch.Tensor:
 def feet_air_time(env) -> torch.Tensor:
     """sum over feet touching down now of (air time - target): rewards steps longer than the target.
 
-    Zero when the planar command is (nearly) zero, so standing still is not punished. ``env.first_contact``
-    and ``env.feet_air_time`` (air time accumulated up to this touch-down) are kept by the task.
+    Zero when the command asks for no motion (planar command under 0.1 m/s and, with
+    ``rewards.feet_air_time_on_turns``, a yaw rate under 0.1 rad/s), so standing still is not punished.
+    ``env.first_contact`` and ``env.feet_air_time`` (air time accumulated up to this touch-down) are kept by the task.
     """
-    target = env.cfg_task.rewards.feet_air_time_target
-    reward = torch.sum((env.feet_air_time - target) * env.first_contact, dim=1)
-    return reward * (torch.norm(env.commands[:, :2], dim=1) > 0.1)
+    rewards = env.cfg_task.rewards
+    reward = torch.sum((env.feet_air_time - rewards.feet_air_time_target) * env.first_contact, dim=1)
+    moving = torch.norm(env.commands[:, :2], dim=1) > 0.1
+    if rewards.feet_air_time_on_turns:
+        moving |= env.commands[:, 2].abs() > 0.1
+    return reward * moving
 
 
 def collision(env) -> torch.Tensor:

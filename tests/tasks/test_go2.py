@@ -329,6 +329,17 @@ def test_reward_term_hand_values(name):
     assert close(value, TERM_VALUES[name], atol=1e-5), f"{name}: {value.tolist()} != {TERM_VALUES[name]}"
 
 
+def test_feet_air_time_on_turns_pays_steps_under_a_turn_in_place():
+    """A turn-only command (no planar part): the air-time term is 0 by default (legged_gym) and, with
+    rewards.feet_air_time_on_turns, the same sum over touching-down feet as for a planar command."""
+    off, on = reward_state(), reward_state(make_config({"rewards": {"feet_air_time_on_turns": True}}))
+    for ns in (off, on):  # A turns in place at 1 rad/s; B and C: a yaw rate of 0.05, under the 0.1 threshold
+        ns.commands = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.05], [0.0, 0.0, 0.05]])
+    assert close(R.feet_air_time(off), [0.0, 0.0, 0.0], atol=1e-7)
+    # A: (0.8 - 0.3) + (0.3 - 0.3); B and C: below the threshold, still 0 (their feet at 0.9 s would pay 1.2)
+    assert close(R.feet_air_time(on), [0.5, 0.0, 0.0], atol=1e-6)
+
+
 def test_every_reward_term_is_tested_and_default_weights():
     assert set(R.REWARD_TERMS) == set(TERM_VALUES)
     assert make_config().rewards.weights == WEIGHTS
