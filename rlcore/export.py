@@ -22,7 +22,15 @@ import sys
 
 import numpy as np
 
-from rlcore.utils.cli import UserError, check_device, complete_args, parse_key_values, usage, user_errors
+from rlcore.utils.cli import (
+    UserError,
+    check_counts,
+    check_device,
+    complete_args,
+    parse_key_values,
+    usage,
+    user_errors,
+)
 from rlcore.utils.config_schema import ExportCfg
 from rlcore.utils.video import control_period
 
@@ -213,12 +221,10 @@ def _check_args(args: dict) -> tuple[str, str]:
     if not args.get("checkpoint"):
         raise UserError("export needs checkpoint=<model_<it>.pt or a run directory>, e.g. "
                         "python -m rlcore.export checkpoint=logs/pendulum/<run> format=onnx.")
-    fmt = getattr(args["format"], "value", args["format"])  # an ExportFormat member or its string
+    fmt = str(args["format"])  # complete_args made an ExportFormat member its string
     if fmt not in ("onnx", "jit"):
         raise UserError(f"format={fmt}: choose onnx or jit.")
-    for key in ("num_envs", "verify_steps", "threads"):
-        if args.get(key) is not None and int(args[key]) < 1:
-            raise UserError(f"{key}={args[key]}: must be >= 1.")
+    check_counts(args, ("num_envs", "verify_steps", "threads"))
     if not float(args["atol"]) > 0 or float(args["rtol"]) < 0:
         raise UserError(f"atol={args['atol']}, rtol={args['rtol']}: atol must be > 0 and rtol >= 0.")
     return fmt, check_device(args["device"])

@@ -31,7 +31,15 @@ import torch
 
 from rlcore.pretrained import PRETRAINED, pretrained_path
 from rlcore.utils.checkpoint import seed_everything
-from rlcore.utils.cli import UserError, check_device, complete_args, parse_key_values, usage, user_errors
+from rlcore.utils.cli import (
+    UserError,
+    check_counts,
+    check_device,
+    complete_args,
+    parse_key_values,
+    usage,
+    user_errors,
+)
 from rlcore.utils.config_schema import PlayCfg
 from rlcore.utils.export import read_onnx_interface
 from rlcore.utils.run_files import RunInfo, load_run, make_run_env, make_run_policy
@@ -220,15 +228,10 @@ def _check_args(args: dict) -> int:
                         "checkpoint=logs/pendulum/<run>.")
     if len(sources) > 1 or (args.get("pretrained") and args.get("onnx")):
         raise UserError("pretrained= is a policy of its own: give it without checkpoint= or onnx=.")
-    episodes = int(args["episodes"])
-    if episodes < 1:
-        raise UserError(f"episodes={episodes}: must be >= 1.")
-    for key in ("num_envs", "threads", "video_width", "video_height"):
-        if args.get(key) is not None and int(args[key]) < 1:
-            raise UserError(f"{key}={args[key]}: must be >= 1.")
+    check_counts(args, ("episodes", "num_envs", "threads", "video_width", "video_height"))
     if args.get("video_fps") is not None and not float(args["video_fps"]) > 0:
         raise UserError(f"video_fps={args['video_fps']}: must be > 0 (leave it unset for the task's control rate).")
-    return episodes
+    return int(args["episodes"])
 
 
 def policy_source(args: dict, device: str) -> PolicySource:

@@ -35,7 +35,7 @@ import numpy as np
 
 from rlcore.errors import ConfigError
 from rlcore.pretrained import PRETRAINED, pretrained_path
-from rlcore.utils.cli import UserError, parse_key_values, usage, user_errors
+from rlcore.utils.cli import UserError, check_counts, parse_key_values, usage, user_errors
 
 # torch, onnxruntime and the Go2 task (MuJoCo) load inside the functions that use them, so that ``--help`` and a
 # bad argument answer at once.
@@ -389,9 +389,7 @@ def main(argv: list[str] | None = None) -> None:
             raise UserError("robustness needs a policy: python -m rlcore.robustness <policy.onnx | run dir>.")
         if args["table"] not in ("full", "summary", "none"):
             raise UserError(f"table={args['table']}: use full, summary or none.")
-        for key in ("threads", "solver_iterations"):
-            if args[key] is not None and int(args[key]) < 1:
-                raise UserError(f"{key}={args[key]}: must be >= 1.")
+        check_counts(args, ("threads", "solver_iterations"))
         evaluate(args["policy"], select_variants(args["variants"]), settle_s=float(args["settle_s"]),
                  measure_s=float(args["measure_s"]), threads=args["threads"],
                  solver_iterations=args["solver_iterations"], table=args["table"])

@@ -138,6 +138,13 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def check_counts(args: dict, keys: Sequence[str]) -> None:
+    """Each of ``keys`` that ``args`` sets (not None) is at least 1; else a UserError naming it."""
+    for key in keys:
+        if args.get(key) is not None and int(args[key]) < 1:
+            raise UserError(f"{key}={args[key]}: must be >= 1.")
+
+
 def complete_args(args: dict, schema: type, command: str) -> dict:
     """``args`` of a command called from Python, completed with ``schema``'s defaults (enum members as their
     values), so that ``export({"checkpoint": run})`` means what ``python -m rlcore.export checkpoint=run`` does.
