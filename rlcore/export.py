@@ -22,15 +22,7 @@ import sys
 
 import numpy as np
 
-from rlcore.utils.cli import (
-    UserError,
-    check_counts,
-    check_device,
-    complete_args,
-    parse_key_values,
-    usage,
-    user_errors,
-)
+from rlcore.utils.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import ExportCfg
 from rlcore.utils.video import control_period
 

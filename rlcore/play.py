@@ -31,15 +31,7 @@ import torch
 
 from rlcore.pretrained import PRETRAINED, pretrained_path
 from rlcore.utils.checkpoint import seed_everything
-from rlcore.utils.cli import (
-    UserError,
-    check_counts,
-    check_device,
-    complete_args,
-    parse_key_values,
-    usage,
-    user_errors,
-)
+from rlcore.utils.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import PlayCfg
 from rlcore.utils.export import read_onnx_interface
 from rlcore.utils.run_files import RunInfo, load_run, make_run_env, make_run_policy
