@@ -28,7 +28,7 @@ from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.extensions import PPO_EXTENSIONS, EstimatorLoss, Extension
 from rlcore.models import MLPModel
-from rlcore.modules import EmpiricalDiscountedVariationNormalization, HiddenState
+from rlcore.modules import EmpiricalDiscountedVariationNormalization, GaussianDistribution, HiddenState
 from rlcore.storage import RolloutStorage
 from rlcore.utils.compile import compile_mlp_heads
 from rlcore.utils.distributed import (
@@ -74,6 +74,9 @@ class PPO:
         torch_compile: compile the models' MLP heads with ``torch.compile`` (default mode; see :meth:`compile`).
         clip_gradients_jointly: clip the joint norm of actor and critic gradients instead (rlcore's former
             behaviour): the critic's usually much larger gradient then shrinks the actor's step too.
+        low_noise_fraction: fraction of the envs (the last ones) that act with the policy's std times
+            ``low_noise_std_scale`` (see :meth:`_init_noise_scale`); 0: every env explores with the policy's std.
+        low_noise_std_scale: the factor on the std in those envs, in (0, 1].
         extensions: further :class:`~rlcore.extensions.Extension` instances, run after the configured ones.
 
     Extensions (RND, symmetry, your own) plug in through the hooks of :class:`~rlcore.extensions.Extension`;
@@ -115,6 +118,8 @@ class PPO:
         use_bf16: bool = False,
         torch_compile: bool = False,
         clip_gradients_jointly: bool = False,
+        low_noise_fraction: float = 0.0,
+        low_noise_std_scale: float = 0.25,
         extensions: Sequence[Extension] = (),
     ) -> None:
         _check_settings(actor, schedule)
@@ -142,6 +147,35 @@ class PPO:
             self.compile("default")
         self.transition = RolloutStorage.Transition()
         self.intrinsic_rewards: torch.Tensor | None = None
+        self.noise_scale = self._init_noise_scale(low_noise_fraction, low_noise_std_scale)
+
+    def _init_noise_scale(self, fraction: float, scale: float) -> torch.Tensor | None:
+        """Per-env factor ``[N, 1]`` on the action std: ``scale`` in the last ``round(fraction * N)`` envs, else 1.
+
+        Why: a policy trained only under its exploration noise is deployed without it, and the two behave
+        differently (on Go2 the noise damps the gait, so the deterministic mean action overshoots its velocity
+        command). Envs that act with a smaller std put deployment-like states (smooth action history, the mean
+        action's own gait) into every rollout, and their rewards grade the near-deterministic policy.
+
+        Maths: env ``i`` acts with ``pi_i(a|s) = N(mu(s), (k_i sigma)^2)``; the stored log-probability and the
+        ratio ``pi_i / pi_i,old`` use ``k_i sigma``, so the clipped objective is PPO's for each env's own behaviour
+        policy. The KL of the adaptive learning rate and the entropy bonus are the policy's own (``k = 1``): the
+        schedule does not change with the setting, and the entropy's gradient is the same for any ``k``.
+        """
+        fraction, scale = float(fraction), float(scale)
+        if not 0.0 <= fraction <= 1.0:
+            raise ConfigError(f"low_noise_fraction must be in [0, 1], got {fraction}.")
+        if not 0.0 < scale <= 1.0:
+            raise ConfigError(f"low_noise_std_scale must be in (0, 1], got {scale}.")
+        count = round(fraction * self.storage.num_envs)
+        if count == 0 or scale == 1.0:
+            return None
+        if not isinstance(self.actor.distribution, GaussianDistribution):
+            raise ConfigError(f"low_noise_fraction scales a Gaussian's std; the actor's distribution is "
+                              f"{type(self.actor.distribution).__name__}. Set low_noise_fraction=0 or use a Gaussian.")
+        noise_scale = torch.ones(self.storage.num_envs, 1, device=self.device)
+        noise_scale[self.storage.num_envs - count:] = scale
+        return noise_scale
 
     def _init_distributed(self, multi_gpu_cfg: dict | None, grad_reduce_bucket_mb: float) -> None:
         """World size and rank from torchrun's ``multi_gpu_cfg`` (None: one process)."""
@@ -179,8 +213,12 @@ class PPO:
         # Recurrent models: the state *entering* this step, so updates can replay from trajectory starts.
         states_in = (self.actor.get_hidden_state(), self.critic.get_hidden_state()) if self.is_recurrent else None
         t.actions = self.actor(obs, stochastic_output=True)
-        t.actions_log_prob = self.actor.get_output_log_prob(t.actions)
-        t.distribution_params = self.actor.output_distribution_params
+        t.distribution_params = self.actor.output_distribution_params  # the policy's own (KL of the schedule)
+        if self.noise_scale is not None:  # some envs explore with a smaller std: resample with it
+            self.actor.distribution.scale_std(self.noise_scale)
+            t.actions = self.actor.distribution.sample()
+            t.noise_scale = self.noise_scale
+        t.actions_log_prob = self.actor.get_output_log_prob(t.actions)  # log pi_old(a|s), with the env's std
         t.values = self.critic(obs)
         t.observations = obs
         if states_in is not None:
@@ -365,9 +403,12 @@ class PPO:
         obs, masks, (actor_state, critic_state) = batch.observations, batch.masks, batch.hidden_states
         with autocast:
             self.actor(obs, masks=masks, hidden_state=actor_state, stochastic_output=True)
+            entropy, params = self.actor.output_entropy.float(), self.actor.output_distribution_params
+            if batch.noise_scale is not None:  # log pi(a|s) with the std this sample was drawn with
+                self.actor.distribution.scale_std(batch.noise_scale)
             log_prob = self.actor.get_output_log_prob(batch.actions).float()
             values = self.critic(obs, masks=masks, hidden_state=critic_state).float()
-        return log_prob, values, self.actor.output_entropy.float(), self.actor.output_distribution_params
+        return log_prob, values, entropy, params
 
     @torch.no_grad()
     def _mean_kl(self, old_params: tuple[torch.Tensor, ...], new_params: tuple[torch.Tensor, ...]) -> torch.Tensor:

@@ -205,7 +205,7 @@ class Symmetry(Extension):
             return
         batch.observations, batch.actions = self.augment(batch.observations, batch.actions)
         copies = int(batch.actions.shape[0]) // int(original_batch_size)
-        for name in ("old_actions_log_prob", "values", "advantages", "returns"):
+        for name in ("old_actions_log_prob", "values", "advantages", "returns", "noise_scale"):
             value = getattr(batch, name, None)
             if value is not None:
                 setattr(batch, name, value.repeat(copies, *([1] * (value.dim() - 1))))

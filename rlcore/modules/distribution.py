@@ -106,6 +106,12 @@ class Distribution(nn.Module):
     def init_mlp_weights(self, mlp: nn.Module) -> None:
         """Initialise the MLP's last layer for this distribution (no-op by default)."""
 
+    def scale_std(self, scale: torch.Tensor) -> None:
+        """Multiply the current distribution's std by ``scale`` (``[B, 1]`` or ``[B, A]``, per sample; no gradient
+        through it): PPO's per-env exploration scale (``low_noise_fraction``). Gaussian distributions only."""
+        raise ConfigError(f"{type(self).__name__} has no std to scale; a per-env exploration scale "
+                          f"(low_noise_fraction) needs a Gaussian distribution.")
+
     def _check_updated(self, value: torch.Tensor | None) -> torch.Tensor:
         """Return ``value`` or fail clearly when :meth:`update` has not been called yet."""
         if value is None:
@@ -203,6 +209,10 @@ class GaussianDistribution(Distribution):
         """Set mean = ``mlp_output`` ``[B, A]`` and broadcast the state-independent std to ``[B, A]``."""
         self._mean = mlp_output
         self._std = self.current_std().to(mlp_output.dtype).expand_as(mlp_output)
+
+    def scale_std(self, scale: torch.Tensor) -> None:
+        """std <- std * ``scale`` for the current distribution (the parameters themselves are unchanged)."""
+        self._std = self.std * scale.to(self.std.dtype)
 
     def sample(self) -> torch.Tensor:
         """Sample ``[B, A]`` from N(mean, std)."""

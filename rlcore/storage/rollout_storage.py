@@ -59,6 +59,9 @@ class RolloutStorage:
             """Parameters of the action distribution, each ``[N, ...]`` (RL only)."""
             self.hidden_states: tuple[HiddenState, HiddenState] = (None, None)
             """Input hidden states of this step, (actor/student, critic/teacher)."""
+            self.noise_scale: torch.Tensor | None = None
+            """Per-env factor ``[N, 1]`` on the action std the actions were sampled with (RL, PPO's
+            ``low_noise_fraction``; None: the policy's own std)."""
 
         def clear(self) -> None:
             """Reset all fields to None."""
@@ -84,6 +87,7 @@ class RolloutStorage:
         masks: torch.Tensor | None = None
         privileged_actions: torch.Tensor | None = None
         dones: torch.Tensor | None = None
+        noise_scale: torch.Tensor | None = None
 
     def __init__(
         self,
@@ -132,6 +136,7 @@ class RolloutStorage:
             self.returns = torch.zeros(T, N, 1, device=self.device)
             self.advantages = torch.zeros(T, N, 1, device=self.device)
             self.distribution_params: tuple[torch.Tensor, ...] | None = None  # allocated at the first transition
+            self.noise_scale: torch.Tensor | None = None  # [T, N, 1], allocated at the first transition that has one
 
         # Hidden states, each a tuple of buffers [T, L, N, H] (one for a GRU, two for an LSTM), allocated lazily.
         self.saved_hidden_state_a: tuple[torch.Tensor, ...] | None = None
@@ -192,6 +197,10 @@ class RolloutStorage:
                     self.distribution_params = tuple(self._alloc(p) for p in transition.distribution_params)
                 for buffer, p in zip(self.distribution_params, transition.distribution_params):
                     buffer[t].copy_(p)
+            if transition.noise_scale is not None:
+                if self.noise_scale is None:
+                    self.noise_scale = torch.ones(self._num_steps, self._num_envs, 1, device=self.device)
+                self.noise_scale[t].copy_(transition.noise_scale.view(-1, 1))
 
         actor_state, critic_state = transition.hidden_states
         self.saved_hidden_state_a = self._save_hidden_state(self.saved_hidden_state_a, actor_state)
@@ -232,13 +241,16 @@ class RolloutStorage:
         """Per-step buffers ``[T, N, ...]`` other than observations, keyed by their :class:`Batch` field name."""
         if self.training_type == "distillation":
             return {"actions": self.actions, "privileged_actions": self.privileged_actions, "dones": self.dones}
-        return {
+        fields = {
             "actions": self.actions,
             "values": self.values,
             "advantages": self.advantages,
             "returns": self.returns,
             "old_actions_log_prob": self.actions_log_prob,
         }
+        if self.noise_scale is not None:
+            fields["noise_scale"] = self.noise_scale
+        return fields
 
     def _dist_params(self) -> tuple[torch.Tensor, ...] | None:
         """Stored distribution parameters (RL), or None (distillation)."""
@@ -288,7 +300,8 @@ class RolloutStorage:
 
         Yields:
             :class:`Batch` with tensors ``[b, ...]``, ``b = B / num_mini_batches``. RL: ``observations``, ``actions``,
-            ``values``, ``advantages``, ``returns``, ``old_actions_log_prob``, ``old_distribution_params``.
+            ``values``, ``advantages``, ``returns``, ``old_actions_log_prob``, ``old_distribution_params`` (and
+            ``noise_scale`` when the transitions had one).
             Distillation: ``observations``, ``actions``, ``privileged_actions``, ``dones``.
         """
         total = self.batch_size
@@ -326,7 +339,8 @@ class RolloutStorage:
         Yields:
             :class:`Batch` with ``observations`` padded ``[T, num_traj_in_batch]``, ``masks [T, num_traj_in_batch]``,
             per-step tensors ``[T, n, ...]`` (RL: actions, values, advantages, returns, old_actions_log_prob,
-            old_distribution_params; distillation: actions, privileged_actions, dones), and ``hidden_states``
+            old_distribution_params, noise_scale if stored; distillation: actions, privileged_actions, dones), and
+            ``hidden_states``
             ``(actor, critic)``: each the stored state at every trajectory start, ``[L, num_traj_in_batch, H]``
             (an ``(h, c)`` tuple for an LSTM), or None if no state was stored.
         """

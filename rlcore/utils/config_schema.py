@@ -215,6 +215,10 @@ class PPOCfg:
     use_bf16: bool = False  # same as use_mixed_precision (rlcore's older name)
     torch_compile: bool = False  # compile the models' MLP heads with torch.compile
     clip_gradients_jointly: bool = False  # clip the joint actor+critic gradient norm instead of each model's
+    # Per-env exploration scale: this fraction of the envs acts with the policy's std times low_noise_std_scale,
+    # so deployment-like, nearly noise-free behaviour is trained on too (rlcore.algorithms.ppo: _init_noise_scale).
+    low_noise_fraction: float = 0.0
+    low_noise_std_scale: float = 0.25  # the factor on the std in those envs, in (0, 1]
     share_cnn_encoders: bool = False  # the CNN critic reuses the actor's encoders (read by the factory)
 
 

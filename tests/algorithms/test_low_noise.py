@@ -1,0 +1,163 @@
+"""PPO's per-env exploration scale (``low_noise_fraction``, ``low_noise_std_scale``).
+
+Env ``i`` acts with ``N(mu(s), (k_i sigma)^2)``: ``k = low_noise_std_scale`` in the last ``round(fraction * N)`` envs,
+1 elsewhere. Checked: the sampled spread per env, the stored log-probabilities (``torch.distributions.Normal`` with
+the env's std), the stored distribution parameters (the policy's own), the update's gradient against a hand-written
+loss with per-sample std, the KL of the adaptive schedule (the policy's own), the recurrent mini-batches, symmetry's
+augmentation, and the configuration errors.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from torch.distributions import Normal, kl_divergence
+
+from rlcore.errors import ConfigError
+
+N, T, K = 16, 64, 0.25
+CLIP = 0.2
+
+
+def _ppo(kit, steps: int = T, **kwargs):
+    env = kit.FakeEnv(num_envs=N, done_fn=kit.periodic_dones(N, [5, 0, 3, 7] * 4, time_out_envs=(3,)))
+    settings = {"num_learning_epochs": 1, "num_mini_batches": 1, "clip_param": CLIP, "schedule": "fixed",
+                "max_grad_norm": 1e9, "entropy_coef": 0.3, "value_loss_coef": 0.7, "low_noise_fraction": 0.25,
+                "low_noise_std_scale": K}
+    settings.update(kwargs)
+    ppo = kit.make_ppo(env.get_observations(), steps, **settings)
+    kit.collect(ppo, env, steps)
+    return ppo
+
+
+def _scales() -> torch.Tensor:
+    return torch.tensor([1.0] * 12 + [K] * 4)
+
+
+def test_the_last_envs_sample_with_the_scaled_std_and_store_its_log_prob(kit):
+    ppo = _ppo(kit)
+    st = ppo.storage
+    mean, std = st.distribution_params
+    sigma = ppo.actor.distribution.std_param.detach()
+    # The stored parameters are the policy's own (no scale): the KL of the schedule compares policies.
+    torch.testing.assert_close(std, sigma.expand_as(std))
+    torch.testing.assert_close(st.noise_scale[..., 0], _scales().expand(T, N))
+    # Spread of the sampled actions about the mean, per env, in units of the policy's std: k.
+    spread = ((st.actions - mean) / std).square().mean(dim=(0, 2)).sqrt()
+    assert spread[:12].min() > 0.8 and spread[:12].max() < 1.25
+    assert spread[12:].min() > 0.8 * K and spread[12:].max() < 1.25 * K
+    # log pi_old(a|s) under N(mean, k sigma).
+    expected = Normal(mean, std * _scales().view(1, N, 1)).log_prob(st.actions).sum(-1, keepdim=True)
+    torch.testing.assert_close(st.actions_log_prob, expected)
+    wrong = Normal(mean, std).log_prob(st.actions).sum(-1, keepdim=True)
+    assert (wrong - expected)[:, 12:].abs().max() > 1.0
+
+
+def _hand_loss(ppo, batch, scaled: bool = True):
+    """surrogate + c_v value - c_e entropy with log pi under the sample's std (``scaled=False``: the policy's)."""
+    mean, sigma = ppo.actor(batch.observations), ppo.actor.distribution.std_param
+    k = batch.noise_scale if scaled else torch.ones_like(batch.noise_scale)
+    log_prob = Normal(mean, sigma * k).log_prob(batch.actions).sum(-1)
+    entropy = Normal(mean, sigma).entropy().sum(-1)
+    ratio = torch.exp(log_prob - batch.old_actions_log_prob.squeeze(-1))
+    adv = batch.advantages.squeeze(-1)
+    surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1 - CLIP, 1 + CLIP)).mean()
+    values = ppo.critic(batch.observations)
+    clipped = batch.values + (values - batch.values).clamp(-CLIP, CLIP)
+    value = torch.max((values - batch.returns).square(), (clipped - batch.returns).square()).mean()
+    return surrogate + 0.7 * value - 0.3 * entropy.mean()
+
+
+def test_update_gradient_uses_each_samples_std(kit, monkeypatch):
+    ppo = _ppo(kit, steps=8)
+    with torch.no_grad():  # move the policy so that ratios leave 1 and the clip is active
+        ppo.actor.mlp[-1].weight.add_(torch.randn_like(ppo.actor.mlp[-1].weight) * 0.3)
+        ppo.actor.distribution.std_param.mul_(torch.tensor([0.8, 1.2]))
+    params = [p for g in ppo.optimizer.param_groups for p in g["params"]]
+    rec = types.SimpleNamespace(batch=None, grads=None)
+    generator = ppo.storage.mini_batch_generator
+
+    def batches(*args, **kwargs):
+        for b in generator(*args, **kwargs):
+            rec.batch = b
+            yield b
+
+    def step(*args, **kwargs):
+        rec.grads = [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in params]
+
+    monkeypatch.setattr(ppo.storage, "mini_batch_generator", batches)
+    monkeypatch.setattr(ppo.optimizer, "step", step)
+    out = ppo.update()
+    batch = rec.batch
+    assert batch.noise_scale.shape == (8 * N, 1) and set(batch.noise_scale.unique().tolist()) == {K, 1.0}
+
+    def grads(loss):
+        g = torch.autograd.grad(loss, params, allow_unused=True)
+        return torch.cat([(torch.zeros_like(p) if x is None else x).reshape(-1) for p, x in zip(params, g)])
+
+    got = torch.cat([g.reshape(-1) for g in rec.grads])
+    expected = grads(_hand_loss(ppo, batch))
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+    assert (grads(_hand_loss(ppo, batch, scaled=False)) - expected).norm() > 1e-2 * expected.norm()
+    # The logged KL is the policy's own: KL(N(mu_old, sigma_old) || N(mu, sigma)), no per-env scale.
+    old_mean, old_std = batch.old_distribution_params
+    with torch.no_grad():
+        new = Normal(ppo.actor(batch.observations), ppo.actor.distribution.std_param)
+        kl = kl_divergence(Normal(old_mean, old_std), new).sum(-1).mean()
+        k = batch.noise_scale
+        kl_scaled = kl_divergence(Normal(old_mean, old_std * k), Normal(new.mean, new.stddev * k)).sum(-1).mean()
+    assert out["kl"] == pytest.approx(kl.item(), rel=1e-5)
+    assert kl_scaled.item() > 1.5 * kl.item()
+
+
+def test_first_ratio_is_one_in_recurrent_and_feed_forward_mini_batches(kit):
+    """Before any step the recomputed log pi equals the stored one in every env (ratio 1), only if the update
+    scales the std per sample as the rollout did; recurrent mini-batches carry ``noise_scale`` as ``[T, n, 1]``."""
+    for actor_rnn in (None, "gru"):
+        ppo = _ppo(kit, steps=8, actor_rnn=actor_rnn, num_mini_batches=2)
+        gen = ppo._mini_batches()
+        batch = next(gen)
+        expected_shape = (8, N // 2, 1) if actor_rnn else (8 * N // 2, 1)
+        assert batch.noise_scale.shape == expected_shape
+        with torch.no_grad():
+            log_prob, _, _, _ = ppo._evaluate(batch)
+        old = batch.old_actions_log_prob.squeeze(-1)
+        torch.testing.assert_close(log_prob, old, rtol=1e-5, atol=1e-5)
+        unscaled = types.SimpleNamespace(**{**vars(batch), "noise_scale": None})
+        with torch.no_grad():
+            wrong, _, _, _ = ppo._evaluate(unscaled)
+        assert (wrong - old).abs().max() > 1.0
+
+
+def test_symmetry_augmentation_repeats_the_noise_scale(kit):
+    from rlcore.extensions.symmetry import Symmetry
+
+    ppo = _ppo(kit, steps=8)
+    batch = next(ppo._mini_batches())
+
+    def mirror(obs=None, actions=None, env=None):
+        return (None if obs is None else torch.cat([obs, obs]), None if actions is None else torch.cat([actions, -actions]))
+
+    ext = Symmetry(use_data_augmentation=True, data_augmentation_func=mirror)
+    aug = ext.augment_mini_batch(batch)
+    assert aug.noise_scale.shape[0] == 2 * batch.noise_scale.shape[0]
+    torch.testing.assert_close(aug.noise_scale, batch.noise_scale.repeat(2, 1))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"low_noise_fraction": 1.5}, "low_noise_fraction must be in [0, 1]"),
+    ({"low_noise_std_scale": 0.0}, "low_noise_std_scale must be in (0, 1]"),
+    ({"actor_kwargs": {"distribution_cfg": {"class_name": "BetaDistribution"}}}, "BetaDistribution"),
+])
+def test_bad_settings_say_what_is_wrong(kit, kwargs, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        _ppo(kit, steps=2, **kwargs)
+
+
+def test_off_by_default_and_with_a_scale_of_one(kit):
+    """No scale stored when every env explores with the policy's std (the update is then PPO's unchanged)."""
+    for kwargs in ({"low_noise_fraction": 0.0}, {"low_noise_std_scale": 1.0}, {"low_noise_fraction": 0.01}):
+        ppo = _ppo(kit, steps=2, **kwargs)
+        assert ppo.noise_scale is None and ppo.storage.noise_scale is None
