@@ -5,8 +5,10 @@ acts with the mean. On a legged robot the noise changes the gait (it dithers the
 the velocity a policy reaches can differ between the two. This runs one checkpoint on the nominal robot (no
 randomisation, no pushes, no observation noise) under fixed commands, ``--settle-steps`` control steps to get
 going and ``--steps`` measured, once driven by the mean action and once by sampled actions (the checkpoint's
-std times ``--std-scale``), and prints per command the mean base-frame velocity reached in each mode and, for an
-actor with a state estimator of ``base_lin_vel``, what the estimator read in the mean-action run.
+std times ``--std-scale``), and prints per command the mean base-frame velocity reached in each mode, for an
+actor with a state estimator of ``base_lin_vel`` what the estimator read in the mean-action run, and the mean-action
+gait's own oscillation: the rms of the planar velocity about its mean and the share of that signal's power at 7 Hz
+and above (jitter, against the slower sway of the stride).
 
 Run (from the repository root)::
 
@@ -15,11 +17,11 @@ Run (from the repository root)::
 
 Last line::
 
-    noise_gap: mean_action_err=<m/s> sampled_err=<m/s> estimate_err=<m/s> policy=<checkpoint>
+    noise_gap: mean_action_err=<m/s> sampled_err=<m/s> estimate_err=<m/s> osc_rms=<m/s> policy=<checkpoint>
 
 ``*_err``: the mean over the commands of ``|cmd_xy - v_xy|`` of the *mean* velocity reached (the bias, not the
 gait's oscillation); ``estimate_err``: mean ``|estimate_xy - v_xy|`` of the mean-action run (nan without an
-estimator).
+estimator); ``osc_rms``: the mean over the commands of the mean-action run's oscillation rms.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_COMMANDS = "0.5,0,0;1.0,0,0;-0.5,0,0;0,0.5,0;0,-0.5,0"
+JITTER_HZ = 7.0  # oscillation power at and above this frequency counts as jitter
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -76,7 +79,9 @@ def nominal_env(info, num_envs: int, seed: int):
 
 
 def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
-    """One closed loop: mean velocity reached ``[C, 3]`` per command and the estimator's mean reading (or None)."""
+    """One closed loop: mean velocity reached ``[C, 3]`` per command, the estimator's mean reading (or None) and the
+    oscillation of the planar velocity about its mean (rms ``[C]``, share of its power at ``JITTER_HZ`` and above
+    ``[C]``, averaged over each command's envs)."""
     import torch
 
     from rlcore.utils.run_files import make_run_policy
@@ -96,7 +101,7 @@ def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
         else:
             raise SystemExit(f"error: --std-scale needs a Gaussian with a std parameter; this policy has {type(dist).__name__}")
     scale = float(env.cfg_task.obs.lin_vel_scale)
-    vel, est = torch.zeros(len(cmds), 3), torch.zeros(len(cmds), 3)
+    vel, est, trace = torch.zeros(len(cmds), 3), torch.zeros(len(cmds), 3), []
     obs = env.get_observations()
     with torch.no_grad():
         for t in range(args.settle_steps + args.steps):
@@ -104,12 +109,30 @@ def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
             actions = policy(obs, stochastic_output=sampled)
             if t >= args.settle_steps:  # the state the observations show, and what the estimator made of them
                 vel += env.base_lin_vel[:, :3]
+                trace.append(env.base_lin_vel[:, :2].clone())
                 if reads_velocity:
                     est += policy.last_estimate[:, :3] / scale
             obs, _, _, _ = env.step(actions)
     c = len(args.command_list)
     per_cmd = lambda x: (x / args.steps).view(c, args.envs, 3).mean(dim=1)  # noqa: E731
-    return {"vel": per_cmd(vel), "est": per_cmd(est) if reads_velocity else None}
+    rms, jitter = oscillation(torch.stack(trace), float(env.step_dt))
+    return {"vel": per_cmd(vel), "est": per_cmd(est) if reads_velocity else None,
+            "osc_rms": rms.view(c, args.envs).mean(dim=1), "jitter": jitter.view(c, args.envs).mean(dim=1)}
+
+
+def oscillation(trace, dt: float):
+    """``(rms [n], jitter share [n])`` of planar velocities ``trace [steps, n, 2]`` sampled every ``dt`` seconds: the
+    rms of ``|v - mean(v)|`` and the fraction of the power spectrum of ``v - mean(v)`` (both axes) at ``JITTER_HZ``
+    and above (0 when the velocity is constant)."""
+    import torch
+
+    dev = trace - trace.mean(dim=0)
+    rms = dev.square().sum(dim=-1).mean(dim=0).sqrt()
+    power = torch.fft.rfft(dev, dim=0).abs().square().sum(dim=-1)  # [freqs, n]
+    freqs = torch.fft.rfftfreq(trace.shape[0], dt)
+    total = power.sum(dim=0)
+    jitter = torch.where(total > 0, power[freqs >= JITTER_HZ].sum(dim=0) / total.clamp_min(1e-30), 0.0)
+    return rms, jitter
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -125,18 +148,22 @@ def main(argv: list[str] | None = None) -> dict:
     cmds = torch.tensor(args.command_list)
     print(f"noise gap of {info.checkpoint} on the nominal robot: {args.envs} envs per command, {args.settle_steps} "
           f"steps settle + {args.steps} measured, sampled std x{args.std_scale:g}")
-    print(f"{'command vx/vy/wz':>18} {'mean action vx/vy':>18} {'sampled vx/vy':>15} {'estimate vx/vy':>15}")
+    print(f"{'command vx/vy/wz':>18} {'mean action vx/vy':>18} {'sampled vx/vy':>15} {'estimate vx/vy':>15} "
+          f"{'osc rms':>8} {'>=7 Hz':>7}")
     for i, c in enumerate(cmds.tolist()):
         est = "-" if mean["est"] is None else f"{mean['est'][i, 0]:+.3f}/{mean['est'][i, 1]:+.3f}"
         print(f"{c[0]:+5.2f}/{c[1]:+5.2f}/{c[2]:+5.2f}     {mean['vel'][i, 0]:+.3f}/{mean['vel'][i, 1]:+.3f}"
-              f"    {noisy['vel'][i, 0]:+.3f}/{noisy['vel'][i, 1]:+.3f}  {est:>15}")
+              f"    {noisy['vel'][i, 0]:+.3f}/{noisy['vel'][i, 1]:+.3f}  {est:>15} {mean['osc_rms'][i]:8.3f} "
+              f"{mean['jitter'][i]:7.2f}")
     bias = lambda v: float(torch.norm(cmds[:, :2] - v[:, :2], dim=1).mean())  # noqa: E731
     result = {"mean_action_err": bias(mean["vel"]), "sampled_err": bias(noisy["vel"]),
               "estimate_err": float("nan") if mean["est"] is None
               else float(torch.norm(mean["est"][:, :2] - mean["vel"][:, :2], dim=1).mean()),
-              "mean_vel": mean["vel"].tolist(), "sampled_vel": noisy["vel"].tolist()}
+              "mean_vel": mean["vel"].tolist(), "sampled_vel": noisy["vel"].tolist(),
+              "osc_rms": float(mean["osc_rms"].mean()), "osc_rms_per_command": mean["osc_rms"].tolist(),
+              "jitter_per_command": mean["jitter"].tolist()}
     print(f"noise_gap: mean_action_err={result['mean_action_err']:.4f} sampled_err={result['sampled_err']:.4f} "
-          f"estimate_err={result['estimate_err']:.4f} policy={info.checkpoint}")
+          f"estimate_err={result['estimate_err']:.4f} osc_rms={result['osc_rms']:.4f} policy={info.checkpoint}")
     return result
 
 

@@ -58,3 +58,19 @@ def test_bad_commands_are_refused_in_one_line(capsys):
     with pytest.raises(SystemExit):
         noise_gap.parse_args(["run", "--commands", "0.5,0"])
     assert "each command has three numbers" in capsys.readouterr().err
+
+
+def test_oscillation_rms_and_jitter_share_of_known_signals():
+    """A 10 Hz wobble of amplitude 0.1 on vx (rms 0.1/sqrt(2)) over a constant velocity is all jitter; a 2 Hz sway
+    of the same size on vy none; their sum has half its power above 7 Hz; a constant velocity has neither."""
+    dt, steps = 0.02, 250  # 5 s: whole periods of both frequencies
+    t = torch.arange(steps) * dt
+    fast = 0.1 * torch.sin(2 * math.pi * 10 * t)
+    slow = 0.1 * torch.sin(2 * math.pi * 2 * t)
+    zero = torch.zeros(steps)
+    trace = torch.stack([torch.stack([0.5 + fast, zero], -1), torch.stack([zero, 0.3 + slow], -1),
+                         torch.stack([0.5 + fast, slow], -1), torch.stack([zero + 0.4, zero], -1)], dim=1)
+    rms, jitter = noise_gap.oscillation(trace, dt)
+    torch.testing.assert_close(rms, torch.tensor([0.1 / math.sqrt(2), 0.1 / math.sqrt(2), 0.1, 0.0]), atol=1e-5,
+                               rtol=1e-4)
+    torch.testing.assert_close(jitter, torch.tensor([1.0, 0.0, 0.5, 0.0]), atol=1e-4, rtol=0)
