@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import chain
+from itertools import chain, pairwise
 
 import torch
 import torch.nn as nn
@@ -77,6 +77,11 @@ class PPO:
         low_noise_fraction: fraction of the envs (the last ones) that act with the policy's std times
             ``low_noise_std_scale`` (see :meth:`_init_noise_scale`); 0: every env explores with the policy's std.
         low_noise_std_scale: the factor on the std in those envs, in (0, 1].
+        low_noise_start: the first learning iteration at which ``low_noise_fraction`` applies (see
+            :meth:`set_iteration`).
+        std_max_schedule: a ceiling on the actor's std over learning iterations, ``[[iteration, std_max], ...]``
+            (iterations increasing), piecewise linear between the points: none before the first, the last value
+            after the last (e.g. ``[[300, 0.15]]``: from iteration 300 the std is at most 0.15).
         extensions: further :class:`~rlcore.extensions.Extension` instances, run after the configured ones.
 
     Extensions (RND, symmetry, your own) plug in through the hooks of :class:`~rlcore.extensions.Extension`;
@@ -120,6 +125,8 @@ class PPO:
         clip_gradients_jointly: bool = False,
         low_noise_fraction: float = 0.0,
         low_noise_std_scale: float = 0.25,
+        low_noise_start: int = 0,
+        std_max_schedule: Sequence[Sequence[float]] | None = None,
         extensions: Sequence[Extension] = (),
     ) -> None:
         _check_settings(actor, schedule)
@@ -147,7 +154,24 @@ class PPO:
             self.compile("default")
         self.transition = RolloutStorage.Transition()
         self.intrinsic_rewards: torch.Tensor | None = None
-        self.noise_scale = self._init_noise_scale(low_noise_fraction, low_noise_std_scale)
+        self._low_noise_scale = self._init_noise_scale(low_noise_fraction, low_noise_std_scale)
+        self.low_noise_start = int(low_noise_start)
+        self.std_max_schedule = _check_schedule(std_max_schedule, "std_max_schedule")
+        if self.std_max_schedule and not isinstance(self.actor.distribution, GaussianDistribution):
+            raise ConfigError(f"std_max_schedule caps a Gaussian's std; the actor's distribution is "
+                              f"{type(self.actor.distribution).__name__}.")
+        self.noise_scale: torch.Tensor | None = None
+        """The per-env std factor ``[N, 1]`` of the current rollout (None: the policy's std everywhere)."""
+        self.set_iteration(0)
+
+    def set_iteration(self, iteration: int) -> None:
+        """Apply the iteration-dependent settings for learning iteration ``iteration`` (the runner calls this
+        before each rollout; a resumed run continues at its iteration): the std ceiling of ``std_max_schedule`` and
+        the per-env exploration scale from ``low_noise_start`` on. Both are functions of the iteration alone, so a
+        resume continues them exactly."""
+        if self.std_max_schedule:
+            self.actor.distribution.set_std_max(_piecewise_linear(self.std_max_schedule, iteration))
+        self.noise_scale = self._low_noise_scale if iteration >= self.low_noise_start else None
 
     def _init_noise_scale(self, fraction: float, scale: float) -> torch.Tensor | None:
         """Per-env factor ``[N, 1]`` on the action std: ``scale`` in the last ``round(fraction * N)`` envs, else 1.
@@ -565,6 +589,31 @@ def _check_settings(actor: MLPModel, schedule: str) -> None:
         raise ConfigError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
     if actor.distribution is None:
         raise ConfigError("PPO's actor needs a distribution_cfg (a stochastic policy).")
+
+
+def _check_schedule(points: Sequence[Sequence[float]] | None, name: str) -> list[tuple[int, float]]:
+    """``[[iteration, value], ...]`` as a list of ``(int, float)`` pairs; a ConfigError names what is wrong."""
+    if not points:
+        return []
+    try:
+        pairs = [(int(it), float(v)) for it, v in points]
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a list of [iteration, value] pairs, got {points!r}.") from None
+    iterations = [it for it, _ in pairs]
+    if iterations != sorted(set(iterations)) or any(v <= 0 for _, v in pairs):
+        raise ConfigError(f"{name}: iterations must increase and values be positive, got {points!r}.")
+    return pairs
+
+
+def _piecewise_linear(points: list[tuple[int, float]], iteration: int) -> float | None:
+    """The schedule's value at ``iteration``: None before the first point, linear between points, the last value
+    after the last."""
+    if iteration < points[0][0]:
+        return None
+    for (i0, v0), (i1, v1) in pairwise(points):
+        if iteration < i1:
+            return v0 + (v1 - v0) * (iteration - i0) / (i1 - i0)
+    return points[-1][1]
 
 
 def _normalize(x: torch.Tensor) -> torch.Tensor:

@@ -106,6 +106,10 @@ class Distribution(nn.Module):
     def init_mlp_weights(self, mlp: nn.Module) -> None:
         """Initialise the MLP's last layer for this distribution (no-op by default)."""
 
+    def set_std_max(self, std_max: float | None) -> None:
+        """Lower the clamp ceiling of the std to ``std_max`` (None: the configured one). Gaussian distributions only."""
+        raise ConfigError(f"{type(self).__name__} has no std to cap; std_max_schedule needs a Gaussian distribution.")
+
     def scale_std(self, scale: torch.Tensor) -> None:
         """Multiply the current distribution's std by ``scale`` (``[B, 1]`` or ``[B, A]``, per sample; no gradient
         through it): PPO's per-env exploration scale (``low_noise_fraction``). Gaussian distributions only."""
@@ -209,6 +213,19 @@ class GaussianDistribution(Distribution):
         """Set mean = ``mlp_output`` ``[B, A]`` and broadcast the state-independent std to ``[B, A]``."""
         self._mean = mlp_output
         self._std = self.current_std().to(mlp_output.dtype).expand_as(mlp_output)
+
+    def set_std_max(self, std_max: float | None) -> None:
+        """Lower the std's clamp ceiling to ``std_max`` (never above the configured ``std_range``; None: back to it).
+
+        A ceiling below the learned std caps the exploration noise (the parameter itself is kept; the clamp passes
+        no gradient to it while the ceiling binds). PPO's ``std_max_schedule`` sets it every iteration.
+        """
+        if not hasattr(self, "_configured_std_range"):
+            self._configured_std_range = self.std_range
+        low, high = self._configured_std_range
+        high = high if std_max is None else min(high, max(float(std_max), low))
+        self.std_range = (low, high)
+        self.log_std_range = (math.log(low), math.log(high))
 
     def scale_std(self, scale: torch.Tensor) -> None:
         """std <- std * ``scale`` for the current distribution (the parameters themselves are unchanged)."""

@@ -209,6 +209,9 @@ class OnPolicyRunner:
         """Iteration ``it`` of ``start..end - 1``: a rollout from ``obs``, an update, the log line. Returns the
         observation the next rollout starts from and the iteration's statistics (episodes, timings)."""
         t0 = time.perf_counter()
+        set_iteration = getattr(self.alg, "set_iteration", None)  # PPO's iteration-dependent settings
+        if set_iteration is not None:
+            set_iteration(it)
         self._start_clip(it)
         self._last_obs = None  # an interrupted rollout leaves the env mid-way: no observation to resume from
         obs = self._collect(obs)

@@ -201,6 +201,8 @@ class RolloutStorage:
                 if self.noise_scale is None:
                     self.noise_scale = torch.ones(self._num_steps, self._num_envs, 1, device=self.device)
                 self.noise_scale[t].copy_(transition.noise_scale.view(-1, 1))
+            elif self.noise_scale is not None:  # this step used the policy's own std everywhere
+                self.noise_scale[t].fill_(1.0)
 
         actor_state, critic_state = transition.hidden_states
         self.saved_hidden_state_a = self._save_hidden_state(self.saved_hidden_state_a, actor_state)

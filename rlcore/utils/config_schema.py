@@ -219,6 +219,10 @@ class PPOCfg:
     # so deployment-like, nearly noise-free behaviour is trained on too (rlcore.algorithms.ppo: _init_noise_scale).
     low_noise_fraction: float = 0.0
     low_noise_std_scale: float = 0.25  # the factor on the std in those envs, in (0, 1]
+    low_noise_start: int = 0  # the first learning iteration at which low_noise_fraction applies
+    # Ceiling on the actor's std over learning iterations: [[iteration, std_max], ...], piecewise linear, none before
+    # the first point (e.g. [[300, 0.15]]: from iteration 300 the exploration noise is capped at 0.15).
+    std_max_schedule: Optional[List[List[Any]]] = None
     share_cnn_encoders: bool = False  # the CNN critic reuses the actor's encoders (read by the factory)
 
 

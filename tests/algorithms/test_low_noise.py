@@ -1,10 +1,11 @@
-"""PPO's per-env exploration scale (``low_noise_fraction``, ``low_noise_std_scale``).
+"""PPO's exploration settings: the per-env exploration scale (``low_noise_fraction``, ``low_noise_std_scale``,
+``low_noise_start``) and the std ceiling (``std_max_schedule``).
 
 Env ``i`` acts with ``N(mu(s), (k_i sigma)^2)``: ``k = low_noise_std_scale`` in the last ``round(fraction * N)`` envs,
 1 elsewhere. Checked: the sampled spread per env, the stored log-probabilities (``torch.distributions.Normal`` with
 the env's std), the stored distribution parameters (the policy's own), the update's gradient against a hand-written
 loss with per-sample std, the KL of the adaptive schedule (the policy's own), the recurrent mini-batches, symmetry's
-augmentation, and the configuration errors.
+augmentation, the configuration errors, and the iteration schedule of both.
 """
 
 from __future__ import annotations
@@ -161,3 +162,45 @@ def test_off_by_default_and_with_a_scale_of_one(kit):
     for kwargs in ({"low_noise_fraction": 0.0}, {"low_noise_std_scale": 1.0}, {"low_noise_fraction": 0.01}):
         ppo = _ppo(kit, steps=2, **kwargs)
         assert ppo.noise_scale is None and ppo.storage.noise_scale is None
+
+
+def test_std_ceiling_follows_the_schedule_piecewise_linearly(kit):
+    """No ceiling before the first point, linear between points, the last value after; the learned std itself is
+    kept (a ceiling above it changes nothing) and the sampled actions spread with the capped std."""
+    ppo = _ppo(kit, steps=2, low_noise_fraction=0.0, std_max_schedule=[[10, 0.6], [20, 0.2]])
+    dist = ppo.actor.distribution
+    with torch.no_grad():
+        dist.std_param.copy_(torch.tensor([0.9, 0.3]))
+    for it, expected in ((0, [0.9, 0.3]), (9, [0.9, 0.3]), (10, [0.6, 0.3]), (15, [0.4, 0.3]), (20, [0.2, 0.2]),
+                         (500, [0.2, 0.2])):
+        ppo.set_iteration(it)
+        torch.testing.assert_close(dist.current_std(), torch.tensor(expected))
+    torch.testing.assert_close(dist.std_param.detach(), torch.tensor([0.9, 0.3]))
+    env = kit.FakeEnv(num_envs=N)
+    ppo.storage.clear()
+    kit.collect(ppo, env, 2)
+    torch.testing.assert_close(ppo.storage.distribution_params[1], torch.full((2, N, 2), 0.2))
+
+
+def test_low_noise_starts_at_its_iteration_and_later_rollouts_refill_the_buffer(kit):
+    ppo = _ppo(kit, steps=4, low_noise_start=5)
+    assert ppo.noise_scale is None and ppo.storage.noise_scale is None  # iteration 0: not yet
+    ppo.set_iteration(5)
+    env = kit.FakeEnv(num_envs=N)
+    ppo.storage.clear()
+    kit.collect(ppo, env, 4)
+    torch.testing.assert_close(ppo.storage.noise_scale[..., 0], _scales().expand(4, N))
+    ppo.update()
+    ppo.set_iteration(4)  # (a schedule never goes back; the buffer must still not keep stale factors)
+    kit.collect(ppo, env, 4)
+    assert (ppo.storage.noise_scale == 1).all()
+
+
+@pytest.mark.parametrize("schedule, message", [
+    ([[300]], "list of \\[iteration, value\\] pairs"),
+    ([[300, 0.1], [200, 0.2]], "iterations must increase"),
+    ([[300, 0.0]], "values be positive"),
+])
+def test_bad_std_schedules_are_refused(kit, schedule, message):
+    with pytest.raises(ConfigError, match=message):
+        _ppo(kit, steps=2, std_max_schedule=schedule)

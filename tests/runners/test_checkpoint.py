@@ -52,6 +52,30 @@ def files(path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- exact resume
+def test_resume_continues_the_exploration_schedule_exactly(tmp_path):
+    """PPO's std ceiling and per-env exploration scale depend on the iteration alone: a run resumed at iteration 2
+    ends bit-identical to one that ran 4 iterations in one go, with the ceiling (0.2 from iteration 3) and the
+    quiet envs (from iteration 2) in force at the end."""
+    alg = {"std_max_schedule": [[1, 0.5], [3, 0.2]], "low_noise_fraction": 0.25, "low_noise_start": 2}
+    cfg = base_cfg()
+    cfg["algorithm"].update(alg)
+    run_a = OnPolicyRunner(make_env(seed=0), cfg, str(tmp_path / "a"))
+    run_a.learn(4)
+    dist = run_a.alg.actor.distribution
+    assert dist.std_param.min() > 0.2 and torch.allclose(dist.current_std(), torch.full_like(dist.std_param, 0.2))
+    scale = run_a.alg.storage.noise_scale[0, :, 0]  # the last rollout's per-env factors
+    assert (scale[: NUM_ENVS * 3 // 4] == 1).all() and (scale[NUM_ENVS * 3 // 4:] == 0.25).all()
+    run_b = OnPolicyRunner(make_env(seed=0), cfg, str(tmp_path / "b"))
+    run_b.learn(2)
+    resumed = OnPolicyRunner(make_env(seed=123), cfg, str(tmp_path / "b"))
+    resumed.load(str(tmp_path / "b" / "model_1.pt"))
+    resumed.learn(2)
+    assert_bit_identical(snapshot(run_a), snapshot(resumed))
+    plain = OnPolicyRunner(make_env(seed=0), base_cfg(), str(tmp_path / "c"))  # control: the schedule changes the run
+    plain.learn(4)
+    assert not torch.equal(snapshot(plain)["actor"]["mlp.0.weight"], snapshot(run_a)["actor"]["mlp.0.weight"])
+
+
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, monkeypatch):
     # A: 4 iterations (numbered 0..3, as in rsl_rl) in one go; model_0.pt is the save_interval one.
     run_a = OnPolicyRunner(make_env(seed=0), base_cfg(), str(tmp_path / "a"))
