@@ -101,22 +101,22 @@ def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
         else:
             raise SystemExit(f"error: --std-scale needs a Gaussian with a std parameter; this policy has {type(dist).__name__}")
     scale = float(env.cfg_task.obs.lin_vel_scale)
-    vel, est, trace = torch.zeros(len(cmds), 3), torch.zeros(len(cmds), 3), []
+    est, trace = torch.zeros(len(cmds), 3), []  # trace: the base velocity [N, 3] of every measured step
     obs = env.get_observations()
     with torch.no_grad():
         for t in range(args.settle_steps + args.steps):
             env.commands[:] = cmds
             actions = policy(obs, stochastic_output=sampled)
             if t >= args.settle_steps:  # the state the observations show, and what the estimator made of them
-                vel += env.base_lin_vel[:, :3]
-                trace.append(env.base_lin_vel[:, :2].clone())
+                trace.append(env.base_lin_vel[:, :3].clone())
                 if reads_velocity:
                     est += policy.last_estimate[:, :3] / scale
             obs, _, _, _ = env.step(actions)
     c = len(args.command_list)
     per_cmd = lambda x: (x / args.steps).view(c, args.envs, 3).mean(dim=1)  # noqa: E731
-    rms, jitter = oscillation(torch.stack(trace), float(env.step_dt))
-    return {"vel": per_cmd(vel), "est": per_cmd(est) if reads_velocity else None,
+    trace = torch.stack(trace)  # [steps, N, 3]
+    rms, jitter = oscillation(trace[..., :2], float(env.step_dt))
+    return {"vel": per_cmd(trace.sum(dim=0)), "est": per_cmd(est) if reads_velocity else None,
             "osc_rms": rms.view(c, args.envs).mean(dim=1), "jitter": jitter.view(c, args.envs).mean(dim=1)}
 
 

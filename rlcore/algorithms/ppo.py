@@ -157,9 +157,8 @@ class PPO:
         self._low_noise_scale = self._init_noise_scale(low_noise_fraction, low_noise_std_scale)
         self.low_noise_start = int(low_noise_start)
         self.std_max_schedule = _check_schedule(std_max_schedule, "std_max_schedule")
-        if self.std_max_schedule and not isinstance(self.actor.distribution, GaussianDistribution):
-            raise ConfigError(f"std_max_schedule caps a Gaussian's std; the actor's distribution is "
-                              f"{type(self.actor.distribution).__name__}.")
+        if self.std_max_schedule:
+            _require_gaussian(actor, "std_max_schedule")
         self.noise_scale: torch.Tensor | None = None
         """The per-env std factor ``[N, 1]`` of the current rollout (None: the policy's std everywhere)."""
         self.set_iteration(0)
@@ -194,9 +193,7 @@ class PPO:
         count = round(fraction * self.storage.num_envs)
         if count == 0 or scale == 1.0:
             return None
-        if not isinstance(self.actor.distribution, GaussianDistribution):
-            raise ConfigError(f"low_noise_fraction scales a Gaussian's std; the actor's distribution is "
-                              f"{type(self.actor.distribution).__name__}. Set low_noise_fraction=0 or use a Gaussian.")
+        _require_gaussian(self.actor, "low_noise_fraction")
         noise_scale = torch.ones(self.storage.num_envs, 1, device=self.device)
         noise_scale[self.storage.num_envs - count:] = scale
         return noise_scale
@@ -589,6 +586,13 @@ def _check_settings(actor: MLPModel, schedule: str) -> None:
         raise ConfigError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
     if actor.distribution is None:
         raise ConfigError("PPO's actor needs a distribution_cfg (a stochastic policy).")
+
+
+def _require_gaussian(actor: MLPModel, setting: str) -> None:
+    """Refuse ``setting`` (which scales or caps the std) for an actor whose distribution is not Gaussian."""
+    if not isinstance(actor.distribution, GaussianDistribution):
+        raise ConfigError(f"{setting} needs a Gaussian action distribution; the actor's is "
+                          f"{type(actor.distribution).__name__}. Leave {setting} at its default or use a Gaussian.")
 
 
 def _check_schedule(points: Sequence[Sequence[float]] | None, name: str) -> list[tuple[int, float]]:

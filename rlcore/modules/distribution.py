@@ -188,6 +188,7 @@ class GaussianDistribution(Distribution):
         self.std_type = std_type
         self.init_std = float(init_std)
         self.std_range = _resolve_std_range(std_range)
+        self._configured_std_range = self.std_range  # set_std_max lowers std_range's ceiling below this, never above
         self.log_std_range = (math.log(self.std_range[0]), math.log(self.std_range[1]))
         if std_type == "scalar":
             self.std_param = nn.Parameter(torch.full((self.output_dim,), self.init_std), requires_grad=learn_std)
@@ -220,8 +221,6 @@ class GaussianDistribution(Distribution):
         A ceiling below the learned std caps the exploration noise (the parameter itself is kept; the clamp passes
         no gradient to it while the ceiling binds). PPO's ``std_max_schedule`` sets it every iteration.
         """
-        if not hasattr(self, "_configured_std_range"):
-            self._configured_std_range = self.std_range
         low, high = self._configured_std_range
         high = high if std_max is None else min(high, max(float(std_max), low))
         self.std_range = (low, high)
@@ -302,6 +301,7 @@ class HeteroscedasticGaussianDistribution(GaussianDistribution):
         self.std_type = std_type
         self.init_std = float(init_std)
         self.std_range = _resolve_std_range(std_range)
+        self._configured_std_range = self.std_range  # set_std_max lowers std_range's ceiling below this, never above
         self.log_std_range = (math.log(self.std_range[0]), math.log(self.std_range[1]))
         self._mean = None
         self._std = None

@@ -151,6 +151,9 @@ def test_symmetry_augmentation_repeats_the_noise_scale(kit):
     ({"low_noise_fraction": 1.5}, "low_noise_fraction must be in [0, 1]"),
     ({"low_noise_std_scale": 0.0}, "low_noise_std_scale must be in (0, 1]"),
     ({"actor_kwargs": {"distribution_cfg": {"class_name": "BetaDistribution"}}}, "BetaDistribution"),
+    ({"low_noise_fraction": 0.0, "std_max_schedule": [[1, 0.1]],
+      "actor_kwargs": {"distribution_cfg": {"class_name": "BetaDistribution"}}},
+     "std_max_schedule needs a Gaussian action distribution; the actor's is BetaDistribution"),
 ])
 def test_bad_settings_say_what_is_wrong(kit, kwargs, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
