@@ -9,10 +9,13 @@ latency, ground friction, and a combined "worst plausible" robot) under fixed pr
 ``measure_s`` measured.
 
 Per case: the mean velocity reached (vx, vy in the base frame, yaw rate), the mean planar velocity error
-``|cmd_xy - v_xy|`` and yaw-rate error, and whether the robot fell (the task's termination: base contact, tilt,
+``|cmd_xy - v_xy|`` over the control steps (it counts the gait's own sway about its mean velocity as error), the
+error of the reached velocity ``|cmd_xy - mean(v_xy)|`` (column ``reached``: how well the command is tracked on
+average, without the sway) and the yaw-rate error, and whether the robot fell (the task's termination: base contact, tilt,
 base too low) or the physics became unstable (MuJoCo reset the state, or it is not finite; counted as a fall).
 After a fall the robot counts as standing still for the rest of the measured time. A variant's ``err`` is the
-mean planar error over its commands; ``worst_err`` the largest over the variants. The planar error does not see
+mean planar error over its commands; ``worst_err`` the largest over the variants (a line gives the same three
+figures for the error of the reached velocity, ``nominal_err_reached`` etc.). The planar error does not see
 a robot that ignores a turn command, so the line before the last gives the yaw-rate errors and the cases whose
 command was *not followed*: the robot stayed up but reached less than half of the commanded planar speed (along the
 command) or yaw rate (:data:`FOLLOW_FRACTION`). The last line is::
@@ -213,6 +216,7 @@ def _summarise(run: dict, variants: list, commands: list) -> dict:
         fall_time = float(run["fall_time"][e])
         cases.append({"variant": v.name, "command": c[0], "cmd": list(c[1]), "vel": run["vel"][e].tolist(),
                       "err_xy": float(run["err_xy"][e]), "err_yaw": float(run["err_yaw"][e]),
+                      "err_reached_xy": float(math.hypot(c[1][0] - run["vel"][e][0], c[1][1] - run["vel"][e][1])),
                       "fell": bool(run["fallen"][e]), "unstable": bool(run["unstable"][e]),
                       "fall_time_s": None if math.isnan(fall_time) else fall_time})
         cases[-1]["not_followed"] = not_followed(cases[-1])
@@ -221,19 +225,25 @@ def _summarise(run: dict, variants: list, commands: list) -> dict:
         mine = cases[i * n_cmd:(i + 1) * n_cmd]
         per_variant[v.name] = {"err": float(np.mean([c["err_xy"] for c in mine])),
                                "err_yaw": float(np.mean([c["err_yaw"] for c in mine])),
+                               "err_reached": float(np.mean([c["err_reached_xy"] for c in mine])),
                                "falls": sum(c["fell"] for c in mine), "unstable": sum(c["unstable"] for c in mine),
                                "changes": describe(v)}
     errs = {name: r["err"] for name, r in per_variant.items()}
     worst = max(errs, key=errs.get)
     yaw_errs = {name: r["err_yaw"] for name, r in per_variant.items()}
     worst_yaw = max(yaw_errs, key=yaw_errs.get)
+    reached_errs = {name: r["err_reached"] for name, r in per_variant.items()}
+    worst_reached = max(reached_errs, key=reached_errs.get)
     return {"cases": cases, "variants": per_variant,
             "nominal_err": errs.get("nominal", float("nan")), "mean_err": float(np.mean(list(errs.values()))),
             "worst_err": errs[worst], "worst_variant": worst, "falls": int(run["fallen"].sum()),
             "unstable": int(run["unstable"].sum()), "cases_n": len(cases),
             "nominal_err_yaw": yaw_errs.get("nominal", float("nan")),
             "mean_err_yaw": float(np.mean(list(yaw_errs.values()))), "worst_err_yaw": yaw_errs[worst_yaw],
-            "worst_yaw_variant": worst_yaw, "not_followed": [c for c in cases if c["not_followed"]]}
+            "worst_yaw_variant": worst_yaw, "nominal_err_reached": reached_errs.get("nominal", float("nan")),
+            "mean_err_reached": float(np.mean(list(reached_errs.values()))),
+            "worst_err_reached": reached_errs[worst_reached], "worst_reached_variant": worst_reached,
+            "not_followed": [c for c in cases if c["not_followed"]]}
 
 
 def not_followed(case: dict) -> str:
@@ -346,23 +356,27 @@ def _report(result: dict, meta: dict, variants: list, commands: list, settle_s: 
             f"{settle_s:g} s settle + {measure_s:g} s measured")
     if table == "full":
         out(f"{'variant':<20} {'command':<15} {'cmd vx/vy/wz':>17} {'reached vx/vy/wz':>20} {'err_xy':>7} "
-            f"{'err_yaw':>7}  fall")
+            f"{'reached':>7} {'err_yaw':>7}  fall")
         for c in cases:
             fall = "-" if not c["fell"] else f"{'unstable' if c['unstable'] else 'fell'}@{c['fall_time_s']:.2f}s"
             cmd = "/".join(f"{x:+.1f}" for x in c["cmd"])
             vel = "/".join(f"{x:+.2f}" for x in c["vel"])
-            out(f"{c['variant']:<20} {c['command']:<15} {cmd:>17} {vel:>20} {c['err_xy']:7.3f} {c['err_yaw']:7.3f}  "
-                f"{fall}")
+            out(f"{c['variant']:<20} {c['command']:<15} {cmd:>17} {vel:>20} {c['err_xy']:7.3f} "
+                f"{c['err_reached_xy']:7.3f} {c['err_yaw']:7.3f}  {fall}")
     if table in ("full", "summary"):
-        out(f"{'variant':<20} {'err':>7} {'err_yaw':>7} {'falls':>6} {'unstable':>8}  changes")
+        out(f"{'variant':<20} {'err':>7} {'reached':>7} {'err_yaw':>7} {'falls':>6} {'unstable':>8}  changes")
         for name, r in per_variant.items():
-            out(f"{name:<20} {r['err']:7.3f} {r['err_yaw']:7.3f} {r['falls']:>3}/{len(commands):<2} "
+            out(f"{name:<20} {r['err']:7.3f} {r['err_reached']:7.3f} {r['err_yaw']:7.3f} {r['falls']:>3}/{len(commands):<2} "
                 f"{r['unstable']:>8}  {r['changes']}")
         out(f"worst variant: {result['worst_variant']}; unstable physics: {result['unstable']} case(s); "
             f"wall time {result['wall_s']:.1f} s")
     missed = result["not_followed"]
     listed = "; ".join(f"{c['variant']}/{c['command']} ({c['not_followed']})" for c in missed[:8])
     more = f"; and {len(missed) - 8} more" if len(missed) > 8 else ""
+    out(f"reached velocity: nominal_err_reached={result['nominal_err_reached']:.3f} "
+        f"mean_err_reached={result['mean_err_reached']:.3f} worst_err_reached={result['worst_err_reached']:.3f} "
+        f"({result['worst_reached_variant']}): the error of the mean planar velocity over the measured time (err also "
+        "counts the gait's sway about it)")
     out(f"yaw rate: nominal_err_yaw={result['nominal_err_yaw']:.3f} mean_err_yaw={result['mean_err_yaw']:.3f} "
         f"worst_err_yaw={result['worst_err_yaw']:.3f} ({result['worst_yaw_variant']}); commands not followed "
         f"(standing, under {FOLLOW_FRACTION:g} of the command reached): {len(missed)}/{result['cases_n']}"

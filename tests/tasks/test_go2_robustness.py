@@ -230,10 +230,15 @@ def test_a_standing_policy_errs_by_the_command_speed(tmp_path, go2_meta):
     for case in r["cases"]:
         assert np.abs(case["vel"]).max() < 0.03, case  # it does not go anywhere
         assert case["err_yaw"] == pytest.approx(abs(case["cmd"][2]), abs=0.03), case
+        # the error of the reached (mean) velocity: |command - mean velocity|, from the case's own figures
+        assert case["err_reached_xy"] == pytest.approx(
+            np.hypot(case["cmd"][0] - case["vel"][0], case["cmd"][1] - case["vel"][1]), abs=1e-9)
         if case["command"] == "yaw_1.0":  # no planar command: the error is the PD-held body's rocking, < 0.1 m/s
             assert case["err_xy"] < 0.1, case
+            assert case["err_reached_xy"] < 0.03, case  # ... which averages out of the reached velocity
         else:
             assert case["err_xy"] == pytest.approx(0.5, abs=0.04), case
+            assert case["err_reached_xy"] == pytest.approx(0.5, abs=0.03), case
     # err of a variant = mean planar error over its commands = (0.5 + 0.5 + rocking) / 3
     assert r["nominal_err"] == pytest.approx(1.0 / 3.0, abs=0.04)
     assert r["worst_err"] == max(v["err"] for v in r["variants"].values())
@@ -244,6 +249,12 @@ def test_a_standing_policy_errs_by_the_command_speed(tmp_path, go2_meta):
         (v, c) for v in ("nominal", "kp_-25%") for c in ("vx_0.5", "vy_-0.5", "yaw_1.0")]
     assert r["nominal_err_yaw"] == pytest.approx(1.0 / 3.0, abs=0.02)  # yaw error 1 on one command of three
     assert lines[-2].startswith(f"yaw rate: nominal_err_yaw={r['nominal_err_yaw']:.3f} ")
+    reached = r["variants"]["nominal"]["err_reached"]
+    assert r["nominal_err_reached"] == reached == pytest.approx(np.mean(
+        [c["err_reached_xy"] for c in r["cases"] if c["variant"] == "nominal"]))
+    assert r["worst_err_reached"] == max(v["err_reached"] for v in r["variants"].values())
+    assert lines[-3].startswith(f"reached velocity: nominal_err_reached={reached:.3f} "
+                                f"mean_err_reached={r['mean_err_reached']:.3f} ")
     assert "commands not followed (standing, under 0.5 of the command reached): 6/6: nominal/vx_0.5 (planar " in lines[-2]
     assert sum(ln.startswith("nominal ") for ln in lines) == 4  # 3 case rows + the variant row
 
