@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import chain, pairwise
+from itertools import chain
 
 import torch
 import torch.nn as nn
@@ -39,6 +39,7 @@ from rlcore.utils.distributed import (
     pooled_moments,
 )
 from rlcore.utils.optimizer import resolve_optimizer
+from rlcore.utils.schedule import check_schedule, piecewise_linear
 
 LR_MIN, LR_MAX = 1e-5, 1e-2
 """Bounds of the adaptive-KL learning rate."""
@@ -156,7 +157,7 @@ class PPO:
         self.intrinsic_rewards: torch.Tensor | None = None
         self._low_noise_scale = self._init_noise_scale(low_noise_fraction, low_noise_std_scale)
         self.low_noise_start = int(low_noise_start)
-        self.std_max_schedule = _check_schedule(std_max_schedule, "std_max_schedule")
+        self.std_max_schedule = check_schedule(std_max_schedule, "std_max_schedule")
         if self.std_max_schedule:
             _require_gaussian(actor, "std_max_schedule")
         self.noise_scale: torch.Tensor | None = None
@@ -169,7 +170,7 @@ class PPO:
         the per-env exploration scale from ``low_noise_start`` on. Both are functions of the iteration alone, so a
         resume continues them exactly."""
         if self.std_max_schedule:
-            self.actor.distribution.set_std_max(_piecewise_linear(self.std_max_schedule, iteration))
+            self.actor.distribution.set_std_max(piecewise_linear(self.std_max_schedule, iteration))
         self.noise_scale = self._low_noise_scale if iteration >= self.low_noise_start else None
 
     def _init_noise_scale(self, fraction: float, scale: float) -> torch.Tensor | None:
@@ -593,31 +594,6 @@ def _require_gaussian(actor: MLPModel, setting: str) -> None:
     if not isinstance(actor.distribution, GaussianDistribution):
         raise ConfigError(f"{setting} needs a Gaussian action distribution; the actor's is "
                           f"{type(actor.distribution).__name__}. Leave {setting} at its default or use a Gaussian.")
-
-
-def _check_schedule(points: Sequence[Sequence[float]] | None, name: str) -> list[tuple[int, float]]:
-    """``[[iteration, value], ...]`` as a list of ``(int, float)`` pairs; a ConfigError names what is wrong."""
-    if not points:
-        return []
-    try:
-        pairs = [(int(it), float(v)) for it, v in points]
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a list of [iteration, value] pairs, got {points!r}.") from None
-    iterations = [it for it, _ in pairs]
-    if iterations != sorted(set(iterations)) or any(v <= 0 for _, v in pairs):
-        raise ConfigError(f"{name}: iterations must increase and values be positive, got {points!r}.")
-    return pairs
-
-
-def _piecewise_linear(points: list[tuple[int, float]], iteration: int) -> float | None:
-    """The schedule's value at ``iteration``: None before the first point, linear between points, the last value
-    after the last."""
-    if iteration < points[0][0]:
-        return None
-    for (i0, v0), (i1, v1) in pairwise(points):
-        if iteration < i1:
-            return v0 + (v1 - v0) * (iteration - i0) / (i1 - i0)
-    return points[-1][1]
 
 
 def _normalize(x: torch.Tensor) -> torch.Tensor:

@@ -99,6 +99,12 @@ class RewardsCfg:
             "termination": 0.0,
         }
     )
+    # Weights that change during training: {term: [[env_step, weight], ...]}, piecewise linear in the env's step
+    # counter (env steps as in domain_rand.curriculum_steps; one learning iteration is runner.num_steps_per_env = 24
+    # of them), the weight above before the first point, the last value after the last. E.g.
+    # {tracking_lin_vel_fine: [[2400, 0.0], [4800, 1.0]]} phases the narrow tracking term in over iterations
+    # 100-200. A resumed run continues the schedule (the counter is part of the env state).
+    weight_schedule: dict[str, list[list[float]]] = field(default_factory=dict)
     tracking_sigma: float = 0.25
     tracking_sigma_fine: float = 0.05  # kernel of tracking_lin_vel_fine [m^2/s^2]
     base_height_target: float = 0.30
@@ -285,6 +291,8 @@ def _coerce(value: Any, default: Any, path: str) -> Any:
     if isinstance(default, dict):
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        if not default:  # a free-form mapping (rewards.weight_schedule): its user checks the entries
+            return dict(value)
         unknown = set(value) - set(default)
         if unknown:
             raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; valid: {sorted(default)}")

@@ -37,6 +37,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env import ConfigError, VecEnv
+from rlcore.utils.schedule import check_schedule, piecewise_linear
 from tasks.go2.config import Go2Cfg, make_config
 from tasks.go2.randomization import PHYSICAL_TERMS, Variant
 from tasks.go2.rewards import REWARD_TERMS
@@ -104,12 +105,32 @@ class Go2Env(VecEnv):
         self.terrain = Terrain(c.terrain, n, self.device, self.generator)
         self.sim: Simulator = self.sim_class(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)),
                                              self.device)
-        self.reward_terms = [(name, REWARD_TERMS[name], w * self.dt) for name, w in c.rewards.weights.items() if w != 0]
+        self.weight_schedule = self._check_weight_schedule(c.rewards.weight_schedule)
+        weights = {**c.rewards.weights, **{name: c.rewards.weights.get(name, 0.0) for name in self.weight_schedule}}
+        self.reward_terms = [(name, REWARD_TERMS[name], w * self.dt) for name, w in weights.items()
+                             if w != 0 or name in self.weight_schedule]
         self._init_constants()
         self._init_buffers()
         self._reset_envs(torch.arange(n, device=self.device))
         self._refresh_state()
         self.last_dof_vel = self.dof_vel.clone()
+
+    @staticmethod
+    def _check_weight_schedule(schedule: dict) -> dict[str, list[tuple[int, float]]]:
+        """``rewards.weight_schedule`` as ``{term: [(env_step, weight), ...]}``; an unknown term is named."""
+        unknown = sorted(set(schedule) - set(REWARD_TERMS))
+        if unknown:
+            raise ConfigError(f"go2.rewards.weight_schedule: unknown reward term(s) {', '.join(unknown)}; valid: "
+                              f"{', '.join(REWARD_TERMS)}")
+        return {name: check_schedule(points, f"go2.rewards.weight_schedule.{name}", unit="env step", positive=False)
+                for name, points in schedule.items() if points}
+
+    def reward_weight(self, name: str) -> float:
+        """Term ``name``'s weight per second now: ``rewards.weights``, or its ``weight_schedule`` at the env's step
+        counter."""
+        points = self.weight_schedule.get(name)
+        scheduled = piecewise_linear(points, self.common_step_counter) if points else None
+        return float(self.cfg_task.rewards.weights.get(name, 0.0) if scheduled is None else scheduled)
 
     def _init_constants(self) -> None:
         """Tensors fixed by the config and the robot model: default pose, soft joint limits, torque limits, the
@@ -277,6 +298,8 @@ class Go2Env(VecEnv):
         total = torch.zeros(self.num_envs, device=self.device)
         termination = None
         for name, term, weight in self.reward_terms:
+            if name in self.weight_schedule:
+                weight = self.reward_weight(name) * self.dt
             value = term(self) * weight
             self.episode_sums[name] += value
             if name == "termination":
@@ -301,6 +324,8 @@ class Go2Env(VecEnv):
         log["/metrics/lin_vel_error_now"] = torch.norm(self.commands[:, :2] - self.base_lin_vel[:, :2], dim=1).mean()
         if not self.terrain.is_flat:
             log["/terrain_level"] = self.terrain.mean_level()
+        for name in self.weight_schedule:
+            log[f"/reward_weight/{name}"] = torch.tensor(self.reward_weight(name))
         return log
 
     def _reset_envs(self, env_ids: torch.Tensor) -> None:

@@ -863,6 +863,40 @@ def test_state_of_other_reward_weights_loads_with_the_new_terms_from_zero():
     assert torch.allclose(b.episode_sums["tracking_lin_vel_fine"], fine) and torch.isfinite(rewards).all()
 
 
+def test_reward_weight_schedule_follows_the_env_step_counter_and_resumes():
+    """rewards.weight_schedule: piecewise linear in env steps, the configured weight before the first point, the
+    last value after the last; the rewards and episode sums use the current weight; a resume continues it."""
+    schedule = {"tracking_lin_vel_fine": [[2, 0.0], [4, 1.0]], "tracking_lin_vel": [[3, 2.0]]}
+    env = make_env(3, rewards={"weight_schedule": schedule})
+    assert "tracking_lin_vel_fine" in [name for name, _, _ in env.reward_terms]  # weight 0 yet scheduled: kept
+    expected = {0: (1.0, 0.0), 2: (1.0, 0.0), 3: (2.0, 0.5), 4: (2.0, 1.0), 50: (2.0, 1.0)}
+    for counter, (wide, fine) in expected.items():
+        env.common_step_counter = counter
+        assert env.reward_weight("tracking_lin_vel") == pytest.approx(wide)
+        assert env.reward_weight("tracking_lin_vel_fine") == pytest.approx(fine)
+    assert env.reward_weight("orientation") == WEIGHTS["orientation"]  # unscheduled: the config's
+    env.common_step_counter = 2  # the next step is counted 3: wide term x2, fine term at half weight
+    for name in env.episode_sums:
+        env.episode_sums[name].zero_()
+    env.step(torch.zeros(3, 12))
+    assert close(env.episode_sums["tracking_lin_vel"], R.tracking_lin_vel(env) * 2.0 * DT, atol=1e-6)
+    assert close(env.episode_sums["tracking_lin_vel_fine"], R.tracking_lin_vel_fine(env) * 0.5 * DT, atol=1e-6)
+    assert env._log()["/reward_weight/tracking_lin_vel_fine"].item() == pytest.approx(0.5)
+    resumed = make_env(3, rewards={"weight_schedule": schedule})
+    resumed.load_state_dict(copy.deepcopy(env.state_dict()))
+    assert resumed.reward_weight("tracking_lin_vel_fine") == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("schedule, match", [
+    ({"tracking_lin_vel_fin": [[2, 1.0]]}, "unknown reward term.*tracking_lin_vel_fin.*valid:.*tracking_lin_vel_fine"),
+    ({"collision": [[5, -1.0], [5, -2.0]]}, r"weight_schedule\.collision: env steps must increase"),
+    ({"collision": [[5]]}, r"weight_schedule\.collision must be a list of \[env step, value\] pairs"),
+])
+def test_reward_weight_schedule_errors_name_the_problem(schedule, match):
+    with pytest.raises(ConfigError, match=match):
+        make_env(1, rewards={"weight_schedule": schedule})
+
+
 # ============================================================================ 9. learning
 LEARN_SEED = int(os.environ.get("RLCORE_LEARNING_SEED", "0"))
 LEARN_ENVS = 256
