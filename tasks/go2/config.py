@@ -84,6 +84,7 @@ class RewardsCfg:
         default_factory=lambda: {
             "tracking_lin_vel": 1.0,
             "tracking_lin_vel_fine": 0.0,
+            "tracking_lin_vel_mean": 0.0,
             "tracking_ang_vel": 0.5,
             "lin_vel_z": -2.0,
             "ang_vel_xy": -0.05,
@@ -107,6 +108,11 @@ class RewardsCfg:
     weight_schedule: dict[str, list[list[float]]] = field(default_factory=dict)
     tracking_sigma: float = 0.25
     tracking_sigma_fine: float = 0.05  # kernel of tracking_lin_vel_fine [m^2/s^2]
+    # tracking_lin_vel_mean compares the command with the base velocity averaged over about a gait cycle (an
+    # exponential moving average, time constant mean_vel_tau): it grades the velocity a robot reaches, not the
+    # sway of each step about it, so its kernel can be narrow.
+    tracking_sigma_mean: float = 0.01  # [m^2/s^2]
+    mean_vel_tau: float = 0.5  # [s]
     base_height_target: float = 0.30
     soft_dof_pos_limit: float = 0.9  # fraction of the joint range before the limit penalty starts
     feet_air_time_target: float = 0.3  # [s] (legged_gym: 0.5; shorter steps suit the small Go2 and learn faster)

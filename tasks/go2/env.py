@@ -165,6 +165,7 @@ class Go2Env(VecEnv):
         self.feet_air_time, self.first_contact = z(4), torch.zeros(n, 4, dtype=torch.bool, device=dev)
         self.last_contacts = torch.zeros(n, 4, dtype=torch.bool, device=dev)
         self.push_vel = z(2)
+        self.base_lin_vel_mean = z(2)  # planar base velocity, moving average over rewards.mean_vel_tau
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
         self.imu_bias, self.joint_pos_bias = z(6), z(12)  # per episode: gyro (3), gravity (3); encoders (12)
         self._physics_failures = torch.zeros((), dtype=torch.long, device=dev)  # a tensor: no sync per step
@@ -244,6 +245,8 @@ class Go2Env(VecEnv):
         self.episode_length_buf += 1
         self.episode_steps += 1
         self.common_step_counter += 1
+        self.base_lin_vel_mean += min(1.0, self.dt / c.rewards.mean_vel_tau) * (self.base_lin_vel[:, :2]
+                                                                              - self.base_lin_vel_mean)
 
         # Feet: contact (with the previous step, to smooth touch-sensor flicker) and air time.
         contact = self.foot_forces > c.rewards.contact_threshold
@@ -378,7 +381,8 @@ class Go2Env(VecEnv):
         self.spawn_xy[env_ids] = pos[:, :2]
 
         self._resample_commands(env_ids)
-        for buf in (self.actions, self.last_actions, self.last_dof_vel, self.feet_air_time, self.push_vel):
+        for buf in (self.actions, self.last_actions, self.last_dof_vel, self.feet_air_time, self.push_vel,
+                    self.base_lin_vel_mean):
             buf[env_ids] = 0.0
         self.last_contacts[env_ids] = False
         self.first_contact[env_ids] = False
@@ -625,7 +629,8 @@ class Go2Env(VecEnv):
         return self.sim.render(env_id, width, height, fast=self.cfg_task.sim.render_quality == "fast")
 
     STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands", "heading_target",
-                     "heading_envs", "feet_air_time", "first_contact", "last_contacts", "push_vel", "terminated", "spawn_xy",
+                     "heading_envs", "feet_air_time", "first_contact", "last_contacts", "push_vel", "base_lin_vel_mean",
+                     "terminated", "spawn_xy",
                      "imu_bias", "joint_pos_bias", "policy_history", "last_policy_obs", "history_fresh")
     HISTORY_TENSORS = ("policy_history", "last_policy_obs", "history_fresh")
 
@@ -656,6 +661,9 @@ class Go2Env(VecEnv):
                 continue
             if name not in state and name == "heading_envs":  # saved before heading_fraction: all under heading
                 self.heading_envs.fill_(True)
+                continue
+            if name not in state and name == "base_lin_vel_mean":  # saved before the mean-velocity term: from rest
+                self.base_lin_vel_mean.zero_()
                 continue
             value = torch.as_tensor(state[name]).to(self.device).clone()
             if name == "policy_history" and value.shape != self.policy_history.shape:

@@ -30,6 +30,15 @@ def tracking_lin_vel_fine(env) -> torch.Tensor:
     return torch.exp(-_planar_velocity_error_sq(env) / env.cfg_task.rewards.tracking_sigma_fine)
 
 
+def tracking_lin_vel_mean(env) -> torch.Tensor:
+    """exp(-|v_xy_cmd - mean(v_xy)|^2 / sigma_mean): the command against ``env.base_lin_vel_mean`` ``[N, 2]``, the
+    base-frame planar velocity averaged over the last ~``rewards.mean_vel_tau`` seconds. The per-step terms pay
+    little for a steady bias of a few cm/s under the gait's own sway (exp(-0.04^2 / 0.25) = 0.994); averaged, the
+    sway is gone and a narrow kernel grades the velocity the robot actually holds."""
+    err = torch.sum(torch.square(env.commands[:, :2] - env.base_lin_vel_mean), dim=1)
+    return torch.exp(-err / env.cfg_task.rewards.tracking_sigma_mean)
+
+
 def tracking_ang_vel(env) -> torch.Tensor:
     """exp(-(w_z_cmd - w_z)^2 / sigma): yaw rate against the command."""
     err = torch.square(env.commands[:, 2] - env.base_ang_vel[:, 2])
@@ -110,6 +119,6 @@ def termination(env) -> torch.Tensor:
 
 REWARD_TERMS: dict[str, Callable] = {
     f.__name__: f
-    for f in (tracking_lin_vel, tracking_lin_vel_fine, tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
+    for f in (tracking_lin_vel, tracking_lin_vel_fine, tracking_lin_vel_mean, tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
               dof_acc, action_rate, feet_air_time, collision, dof_pos_limits, termination)
 }

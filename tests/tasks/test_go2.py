@@ -273,7 +273,7 @@ def reward_state(cfg=None) -> types.SimpleNamespace:
         "projected_gravity": [0.6, 0.0, -0.8], "base_height": 0.10, "torques": [2.0] * 12,
         "dof_vel": [0.0] * 12, "last_dof_vel": [0.1] * 12, "actions": ones, "last_actions": [0.0] * 12,
         "feet_air_time": [0.9, 0.9, 0.0, 0.0], "first_contact": [True, True, False, False],
-        "collision_forces": [1.0] * 8, "dof_pos": dof_b,
+        "collision_forces": [1.0] * 8, "dof_pos": dof_b, "base_lin_vel_mean": [0.0, 0.0],
     }
     a = {
         "commands": [1.0, 0.5, 0.3], "base_lin_vel": [0.5, 0.5, 0.1], "base_ang_vel": [0.2, -0.3, 0.8],
@@ -281,6 +281,7 @@ def reward_state(cfg=None) -> types.SimpleNamespace:
         "dof_vel": [0.5] * 12, "last_dof_vel": [0.3] * 12, "actions": [0.5] * 12, "last_actions": [0.2] * 12,
         "feet_air_time": [0.8, 0.3, 0.6, 0.1], "first_contact": [True, True, False, False],
         "collision_forces": [0.05, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.0], "dof_pos": list(DEFAULT_POSE),
+        "base_lin_vel_mean": [0.9, 0.45],
     }
     rows = [a, b, b]
     ns = types.SimpleNamespace(
@@ -300,6 +301,8 @@ TERM_VALUES = {
     "tracking_lin_vel": [E1, 1.0, 1.0],
     # the same squared error over the narrow kernel 0.05: A exp(-0.25 / 0.05) = exp(-5); B, C exp(0)
     "tracking_lin_vel_fine": [math.exp(-5.0), 1.0, 1.0],
+    # the averaged velocity over the kernel 0.01: A |(1, 0.5) - (0.9, 0.45)|^2 = 0.0125 -> exp(-1.25); B, C exp(0)
+    "tracking_lin_vel_mean": [math.exp(-1.25), 1.0, 1.0],
     # A: (0.3 - 0.8)^2 = 0.25; B: (0 - 0.5)^2 = 0.25
     "tracking_ang_vel": [E1, E1, E1],
     "lin_vel_z": [0.01, 0.25, 0.25],  # 0.1^2, 0.5^2
@@ -316,7 +319,7 @@ TERM_VALUES = {
     "dof_pos_limits": [0.0, 0.129067, 0.129067],  # 0.05752 + 0.071547
     "termination": [0.0, 1.0, 0.0],
 }
-WEIGHTS = {"tracking_lin_vel": 1.0, "tracking_lin_vel_fine": 0.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
+WEIGHTS = {"tracking_lin_vel": 1.0, "tracking_lin_vel_fine": 0.0, "tracking_lin_vel_mean": 0.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
            "orientation": -1.0, "base_height": -10.0, "torques": -1.0e-4, "dof_vel": 0.0, "dof_acc": -2.5e-7,
            "action_rate": -0.01, "feet_air_time": 1.0, "collision": -1.0, "dof_pos_limits": -2.0,
            "termination": 0.0}
@@ -327,6 +330,21 @@ def test_reward_term_hand_values(name):
     value = R.REWARD_TERMS[name](reward_state())
     assert value.shape == (3,)
     assert close(value, TERM_VALUES[name], atol=1e-5), f"{name}: {value.tolist()} != {TERM_VALUES[name]}"
+
+
+def test_mean_velocity_is_a_moving_average_of_the_planar_velocity_and_restarts_at_reset():
+    """base_lin_vel_mean (tracking_lin_vel_mean's input): m <- m + dt / tau (v_xy - m) after every step's physics,
+    zero for a new episode; with a 0.04 s time constant it is half the last velocity plus half the average before."""
+    env = make_env(3, rewards={"mean_vel_tau": 0.04})
+    expected = torch.zeros(3, 2)
+    actions = 0.5 * torch.randn(5, 3, 12, generator=torch.Generator().manual_seed(0))
+    for a in actions:
+        env.step(a)
+        expected += 0.5 * (env.base_lin_vel[:, :2] - expected)  # dt / tau = 0.02 / 0.04
+        assert close(env.base_lin_vel_mean, expected, atol=1e-6)
+    assert expected.abs().max() > 0.01  # it moved
+    env._reset_envs(torch.tensor([1]))
+    assert close(env.base_lin_vel_mean[1], [0.0, 0.0], atol=0.0) and close(env.base_lin_vel_mean[0], expected[0])
 
 
 def test_feet_air_time_on_turns_pays_steps_under_a_turn_in_place():
