@@ -187,6 +187,11 @@ class DomainRandCfg:
     # strength; tasks.go2.randomization.sample_variant). Independent draws almost never combine them (all at once:
     # about 1 draw in 500), yet such a robot (rlcore.robustness's worst_plausible) is where blind policies fall.
     loaded_fraction: float = 0.0
+    # Fraction of the pool (its first variants: with the curriculum, those a run starts on) that are the nominal robot
+    # itself. A blind policy tracks the pool's average robot; the nominal one (no joint damping or friction, light
+    # legs) is the pool's light corner, where it overshoots its commands (rlcore.robustness's nominal_err) unless
+    # such robots are common enough in training to be told apart.
+    nominal_fraction: float = 0.0
     # Ground friction (sliding). legged_gym / RG: [0.5, 1.25]; widened to the grid's 0.4.
     randomize_friction: bool = True
     friction_range: list[float] = field(default_factory=lambda: [0.4, 1.25])

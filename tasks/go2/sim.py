@@ -171,7 +171,14 @@ class Go2Sim:
         if not 0.0 <= fraction <= 1.0:
             raise ConfigError(f"go2.domain_rand.loaded_fraction: {fraction} must lie in [0, 1]")
         first_loaded = k - round(k * fraction)  # the pool's last variants are loaded robots
-        physical = [sample_variant(cfg.domain_rand, rng, cfg.sim.dt, strength=(i + 1) / k if graded else 1.0,
+        nominal_fraction = float(cfg.domain_rand.nominal_fraction)
+        num_nominal = round(k * nominal_fraction)  # and its first ones the nominal robot
+        if not 0.0 <= nominal_fraction <= 1.0 or num_nominal > first_loaded:
+            raise ConfigError(f"go2.domain_rand.nominal_fraction: {nominal_fraction} must lie in [0, 1] and leave "
+                              f"room for loaded_fraction {fraction} ({num_nominal} + {k - first_loaded} of "
+                              f"{k} variants)")
+        physical = [Variant(name=f"nominal_{i}") if i < num_nominal else
+                    sample_variant(cfg.domain_rand, rng, cfg.sim.dt, strength=(i + 1) / k if graded else 1.0,
                                    name=f"{'loaded' if i >= first_loaded else 'drawn'}_{i}", nominal=m,
                                    loaded=i >= first_loaded) for i in range(k)]
         self.env_variant = torch.zeros(n, dtype=torch.long, device=self.device)

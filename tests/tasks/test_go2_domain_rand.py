@@ -252,6 +252,29 @@ def test_loaded_robots_draw_every_load_from_the_harsh_half_and_keep_the_random_s
     plain.close()
 
 
+def test_nominal_fraction_puts_the_nominal_robot_first_in_the_pool():
+    """domain_rand.nominal_fraction: the pool's first round(k * f) variants are the task's own model (compiled
+    parameters equal the nominal model's), then the graded draws, then the loaded robots; bad fractions are named."""
+    env = Go2Env(num_envs=2, seed=1, sim={"threads": 1},
+                 domain_rand={"num_variants": 8, "nominal_fraction": 0.25, "loaded_fraction": 0.25})
+    s, m = env.sim, env.sim.model
+    assert [v.name for v in s.physical] == ["nominal_0", "nominal_1"] + [f"drawn_{i}" for i in range(2, 6)] + [
+        "loaded_6", "loaded_7"]
+    for i in range(8):
+        same = all(np.array_equal(getattr(s.variants[i], f), getattr(m, f))
+                   for f in ("dof_damping", "dof_frictionloss", "dof_armature", "body_mass", "geom_friction",
+                             "geom_solimp", "geom_condim", "actuator_gainprm"))
+        assert same == (i < 2), i  # the nominal ones, and only those, compile to the task's model
+    assert s.variant_latency[:2].tolist() == [0, 0] and s.variant_latency[6:].min() > 0
+    # with the curriculum (default 2400 steps), a run starts on the first variant only: the nominal robot
+    assert env.randomization_progress() == 0.0 and env.sim.env_variant.tolist() == [0, 0]
+    for bad, match in ((1.5, "nominal_fraction: 1.5 must lie in"), (0.9, "leave room for loaded_fraction 0.25")):
+        with pytest.raises(ConfigError, match=match):
+            Go2Env(num_envs=2, seed=1, sim={"threads": 1},
+                   domain_rand={"num_variants": 8, "nominal_fraction": bad, "loaded_fraction": 0.25})
+    env.close()
+
+
 # ---------------------------------------------------------------------------- latency
 def test_latency_is_drawn_per_variant_in_whole_physics_steps_and_follows_the_env():
     env = env_with(num_envs=16, num_variants=32, randomize_latency=True)
