@@ -110,7 +110,8 @@ class RewardsCfg:
     tracking_sigma_fine: float = 0.05  # kernel of tracking_lin_vel_fine [m^2/s^2]
     # tracking_lin_vel_mean compares the command with the base velocity averaged over about a gait cycle (an
     # exponential moving average, time constant mean_vel_tau): it grades the velocity a robot reaches, not the
-    # sway of each step about it, so its kernel can be narrow.
+    # sway of each step about it, so its kernel can be narrow. Weight 0 (off): at 1.0 (task=go2 seed 1) the reached
+    # velocity was no closer (README: "Sway and bias") and the robot stopped turning right in place.
     tracking_sigma_mean: float = 0.01  # [m^2/s^2]
     mean_vel_tau: float = 0.5  # [s]
     base_height_target: float = 0.30
@@ -190,7 +191,8 @@ class DomainRandCfg:
     # Fraction of the pool (its first variants: with the curriculum, those a run starts on) that are the nominal robot
     # itself. A blind policy tracks the pool's average robot; the nominal one (no joint damping or friction, light
     # legs) is the pool's light corner, where it overshoots its commands (rlcore.robustness's nominal_err) unless
-    # such robots are common enough in training to be told apart.
+    # such robots are common enough in training to be told apart. Measured at 0.25 (task=go2, 370 iterations): seed 1
+    # nominal_err 0.048 (default 0.062), seed 2 0.088 with a fall (default 0.068), so it is off (README).
     nominal_fraction: float = 0.0
     # Ground friction (sliding). legged_gym / RG: [0.5, 1.25]; widened to the grid's 0.4.
     randomize_friction: bool = True
