@@ -228,21 +228,18 @@ def _summarise(run: dict, variants: list, commands: list) -> dict:
                                "err_reached": float(np.mean([c["err_reached_xy"] for c in mine])),
                                "falls": sum(c["fell"] for c in mine), "unstable": sum(c["unstable"] for c in mine),
                                "changes": describe(v)}
-    errs = {name: r["err"] for name, r in per_variant.items()}
-    worst = max(errs, key=errs.get)
-    yaw_errs = {name: r["err_yaw"] for name, r in per_variant.items()}
-    worst_yaw = max(yaw_errs, key=yaw_errs.get)
-    reached_errs = {name: r["err_reached"] for name, r in per_variant.items()}
-    worst_reached = max(reached_errs, key=reached_errs.get)
-    return {"cases": cases, "variants": per_variant,
-            "nominal_err": errs.get("nominal", float("nan")), "mean_err": float(np.mean(list(errs.values()))),
-            "worst_err": errs[worst], "worst_variant": worst, "falls": int(run["fallen"].sum()),
-            "unstable": int(run["unstable"].sum()), "cases_n": len(cases),
-            "nominal_err_yaw": yaw_errs.get("nominal", float("nan")),
-            "mean_err_yaw": float(np.mean(list(yaw_errs.values()))), "worst_err_yaw": yaw_errs[worst_yaw],
-            "worst_yaw_variant": worst_yaw, "nominal_err_reached": reached_errs.get("nominal", float("nan")),
-            "mean_err_reached": float(np.mean(list(reached_errs.values()))),
-            "worst_err_reached": reached_errs[worst_reached], "worst_reached_variant": worst_reached,
+    def over_variants(key: str, suffix: str, worst_name: str) -> dict:
+        """``nominal_err<suffix>``, ``mean_err<suffix>``, ``worst_err<suffix>`` and ``worst_name`` of ``key``."""
+        errs = {name: r[key] for name, r in per_variant.items()}
+        worst = max(errs, key=errs.get)
+        return {f"nominal_err{suffix}": errs.get("nominal", float("nan")),
+                f"mean_err{suffix}": float(np.mean(list(errs.values()))), f"worst_err{suffix}": errs[worst],
+                worst_name: worst}
+
+    return {"cases": cases, "variants": per_variant, **over_variants("err", "", "worst_variant"),
+            "falls": int(run["fallen"].sum()), "unstable": int(run["unstable"].sum()), "cases_n": len(cases),
+            **over_variants("err_yaw", "_yaw", "worst_yaw_variant"),
+            **over_variants("err_reached", "_reached", "worst_reached_variant"),
             "not_followed": [c for c in cases if c["not_followed"]]}
 
 

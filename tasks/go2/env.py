@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -105,6 +106,9 @@ class Go2Env(VecEnv):
         self.terrain = Terrain(c.terrain, n, self.device, self.generator)
         self.sim: Simulator = self.sim_class(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)),
                                              self.device)
+        if c.rewards.mean_vel_tau <= 0:
+            raise ConfigError(f"go2.rewards.mean_vel_tau: {c.rewards.mean_vel_tau} must be > 0 (the time constant of "
+                              f"the running mean velocity, seconds)")
         self.weight_schedule = self._check_weight_schedule(c.rewards.weight_schedule)
         weights = {**c.rewards.weights, **{name: c.rewards.weights.get(name, 0.0) for name in self.weight_schedule}}
         self.reward_terms = [(name, REWARD_TERMS[name], w * self.dt) for name, w in weights.items()
@@ -633,6 +637,9 @@ class Go2Env(VecEnv):
                      "terminated", "spawn_xy",
                      "imu_bias", "joint_pos_bias", "policy_history", "last_policy_obs", "history_fresh")
     HISTORY_TENSORS = ("policy_history", "last_policy_obs", "history_fresh")
+    # State tensors added after states were first saved, and the value an older state implies for them: every env
+    # under heading control (before heading_fraction), every robot's running mean velocity from rest.
+    LATER_STATE_FILL: ClassVar[dict[str, float]] = {"heading_envs": True, "base_lin_vel_mean": 0.0}
 
     def state_dict(self) -> dict:
         """Everything that decides the task's future given the actions, for an exact resume (tensors only)."""
@@ -659,11 +666,8 @@ class Go2Env(VecEnv):
             if name not in state and name in self.HISTORY_TENSORS:  # a state saved before the history existed
                 self.history_fresh.fill_(True)
                 continue
-            if name not in state and name == "heading_envs":  # saved before heading_fraction: all under heading
-                self.heading_envs.fill_(True)
-                continue
-            if name not in state and name == "base_lin_vel_mean":  # saved before the mean-velocity term: from rest
-                self.base_lin_vel_mean.zero_()
+            if name not in state and name in self.LATER_STATE_FILL:  # a state saved before this tensor existed
+                getattr(self, name).fill_(self.LATER_STATE_FILL[name])
                 continue
             value = torch.as_tensor(state[name]).to(self.device).clone()
             if name == "policy_history" and value.shape != self.policy_history.shape:

@@ -343,6 +343,13 @@ def test_mean_velocity_is_a_moving_average_of_the_planar_velocity_and_restarts_a
         expected += 0.5 * (env.base_lin_vel[:, :2] - expected)  # dt / tau = 0.02 / 0.04
         assert close(env.base_lin_vel_mean, expected, atol=1e-6)
     assert expected.abs().max() > 0.01  # it moved
+    state = copy.deepcopy(env.state_dict())  # part of the env state; a state saved before it existed: from rest
+    other = make_env(3, rewards={"mean_vel_tau": 0.04})
+    other.load_state_dict(copy.deepcopy(state))
+    assert torch.equal(other.base_lin_vel_mean, env.base_lin_vel_mean)
+    del state["base_lin_vel_mean"]
+    other.load_state_dict(state)
+    assert torch.equal(other.base_lin_vel_mean, torch.zeros(3, 2))
     env._reset_envs(torch.tensor([1]))
     assert close(env.base_lin_vel_mean[1], [0.0, 0.0], atol=0.0) and close(env.base_lin_vel_mean[0], expected[0])
 
@@ -913,6 +920,11 @@ def test_reward_weight_schedule_follows_the_env_step_counter_and_resumes():
 def test_reward_weight_schedule_errors_name_the_problem(schedule, match):
     with pytest.raises(ConfigError, match=match):
         make_env(1, rewards={"weight_schedule": schedule})
+
+
+def test_mean_velocity_time_constant_must_be_positive():
+    with pytest.raises(ConfigError, match=r"go2\.rewards\.mean_vel_tau: 0\.0 must be > 0"):
+        make_env(1, rewards={"mean_vel_tau": 0.0})
 
 
 # ============================================================================ 9. learning
