@@ -3,7 +3,8 @@
 PPO earns its rewards with sampled actions (mean + Gaussian noise of the learned std), while a deployed policy
 acts with the mean. On a legged robot the noise changes the gait (it dithers the joints, like extra damping), so
 the velocity a policy reaches can differ between the two. This runs one checkpoint on the nominal robot (no
-randomisation, no pushes, no observation noise) under fixed commands, ``--settle-steps`` control steps to get
+randomisation, no pushes, no observation noise; or, with ``--robots training``, on the checkpoint's own randomised
+robot pool at the full range of its curriculum, with its observation noise, pushes off) under fixed commands, ``--settle-steps`` control steps to get
 going and ``--steps`` measured, once driven by the mean action and once by sampled actions (the checkpoint's
 std times ``--std-scale``), and prints per command the mean base-frame velocity reached in each mode, for an
 actor with a state estimator of ``base_lin_vel`` what the estimator read in the mean-action run, and the mean-action
@@ -14,6 +15,10 @@ Run (from the repository root)::
 
     python bench/noise_gap.py logs/go2/<run>               # or .../model_<it>.pt
     python bench/noise_gap.py logs/go2/<run> --commands "0.5,0,0;0,0.5,0" --envs 8
+    python bench/noise_gap.py logs/go2/<run> --robots training --envs 32   # the robots it was trained on
+
+A policy that holds its commands on the training robots and misses them on the nominal one has a gait tuned to
+the pool's average robot; one that misses on both has a bias of its own.
 
 Last line::
 
@@ -40,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_COMMANDS = "0.5,0,0;1.0,0,0;-0.5,0,0;0,0.5,0;0,-0.5,0"
+ROBOTS = ("nominal", "training")
 JITTER_HZ = 7.0  # oscillation power at and above this frequency counts as jitter
 
 
@@ -51,6 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--settle-steps", type=int, default=50, help="control steps before measuring")
     p.add_argument("--steps", type=int, default=250, help="control steps measured")
     p.add_argument("--std-scale", type=float, default=1.0, help="factor on the policy's std in the sampled run")
+    p.add_argument("--robots", choices=ROBOTS, default="nominal",
+                   help="nominal: the task's robot, no noise; training: the checkpoint's randomised pool (full "
+                        "curriculum range) and observation noise, no pushes")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     args = p.parse_args(argv)
@@ -63,17 +72,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def nominal_env(info, num_envs: int, seed: int):
-    """The checkpoint's Go2 task on the nominal robot: no randomisation, pushes or observation noise, commands
-    held (no heading control, no resampling)."""
+def probe_env(info, num_envs: int, seed: int, robots: str = "nominal"):
+    """The checkpoint's Go2 task with commands held (no heading control, no resampling) and no pushes. ``robots``:
+    ``"nominal"``, the task's robot without randomisation or observation noise; ``"training"``, the checkpoint's
+    own randomisation and observation noise, the robot pool at the full range of its curriculum (a measured run
+    does not start with the mildest robots only). Envs are not reset by the probe itself: a fall or a time-out
+    restarts that env on another robot of the pool."""
     from tasks.go2.config import held_commands, no_randomization
     from tasks.registry import make_task
 
     if info.task.get("name") != "go2":
         raise SystemExit(f"error: {info.checkpoint} was trained on task {info.task.get('name')!r}; this bench runs go2")
+    if robots not in ROBOTS:
+        raise ValueError(f"robots={robots!r}: valid: {', '.join(ROBOTS)}")
     kw = copy.deepcopy(dict(info.task.get("env") or {}))
-    kw["domain_rand"] = {**kw.get("domain_rand", {}), **no_randomization()}
-    kw["obs"] = {**kw.get("obs", {}), "add_noise": False}
+    if robots == "nominal":
+        kw["domain_rand"] = {**kw.get("domain_rand", {}), **no_randomization()}
+        kw["obs"] = {**kw.get("obs", {}), "add_noise": False}
+    else:
+        kw["domain_rand"] = {**kw.get("domain_rand", {}), "push_robots": False, "curriculum_steps": 0}
     kw["commands"] = {**kw.get("commands", {}), **held_commands()}
     return make_task("go2", num_envs=num_envs, device="cpu", seed=seed, **kw)
 
@@ -88,7 +105,7 @@ def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
 
     torch.manual_seed(args.seed)
     cmds = torch.tensor(args.command_list, dtype=torch.float32).repeat_interleave(args.envs, dim=0)
-    env = nominal_env(info, len(cmds), args.seed)
+    env = probe_env(info, len(cmds), args.seed, args.robots)
     policy = make_run_policy(info, env, "cpu")
     estimator = getattr(policy, "estimator", None)
     reads_velocity = estimator is not None and list(getattr(estimator, "target_groups", [])) == ["base_lin_vel"]
@@ -146,7 +163,8 @@ def main(argv: list[str] | None = None) -> dict:
     info = load_run(args.checkpoint)
     mean, noisy = run_mode(info, args, sampled=False), run_mode(info, args, sampled=True)
     cmds = torch.tensor(args.command_list)
-    print(f"noise gap of {info.checkpoint} on the nominal robot: {args.envs} envs per command, {args.settle_steps} "
+    where = "the nominal robot" if args.robots == "nominal" else "its training robots (randomised pool, obs noise)"
+    print(f"noise gap of {info.checkpoint} on {where}: {args.envs} envs per command, {args.settle_steps} "
           f"steps settle + {args.steps} measured, sampled std x{args.std_scale:g}")
     print(f"{'command vx/vy/wz':>18} {'mean action vx/vy':>18} {'sampled vx/vy':>15} {'estimate vx/vy':>15} "
           f"{'osc rms':>8} {'>=7 Hz':>7}")
@@ -163,7 +181,8 @@ def main(argv: list[str] | None = None) -> dict:
               "osc_rms": float(mean["osc_rms"].mean()), "osc_rms_per_command": mean["osc_rms"].tolist(),
               "jitter_per_command": mean["jitter"].tolist()}
     print(f"noise_gap: mean_action_err={result['mean_action_err']:.4f} sampled_err={result['sampled_err']:.4f} "
-          f"estimate_err={result['estimate_err']:.4f} osc_rms={result['osc_rms']:.4f} policy={info.checkpoint}")
+          f"estimate_err={result['estimate_err']:.4f} osc_rms={result['osc_rms']:.4f} robots={args.robots} "
+          f"policy={info.checkpoint}")
     return result
 
 

@@ -74,3 +74,25 @@ def test_oscillation_rms_and_jitter_share_of_known_signals():
     torch.testing.assert_close(rms, torch.tensor([0.1 / math.sqrt(2), 0.1 / math.sqrt(2), 0.1, 0.0]), atol=1e-5,
                                rtol=1e-4)
     torch.testing.assert_close(jitter, torch.tensor([1.0, 0.0, 0.5, 0.0]), atol=1e-4, rtol=0)
+
+
+def test_training_robots_are_the_checkpoints_randomised_pool_at_full_range(checkpoint):
+    """``--robots training``: the run's own randomisation (a pool of distinct robots, drawn over all of it from the
+    first step, not the curriculum's mildest variant) and observation noise, pushes off; ``nominal``: one robot, the
+    task's own, no noise. The two probes reach different velocities, and a bad choice is named."""
+    from rlcore.utils.run_files import load_run
+
+    info = load_run(checkpoint)
+    nominal = noise_gap.probe_env(info, 16, seed=0)
+    training = noise_gap.probe_env(info, 16, seed=0, robots="training")
+    try:
+        robots = lambda env: env.variant_params[env.sim.env_variant]  # noqa: E731  [N, 20] physical parameters
+        assert torch.equal(robots(nominal), robots(nominal)[:1].expand(16, -1)) and not nominal.cfg_task.obs.add_noise
+        assert len(torch.unique(robots(training), dim=0)) > 4 and training.cfg_task.obs.add_noise
+        assert training.randomization_progress() == 1.0 and not training.cfg_task.domain_rand.push_robots
+    finally:
+        nominal.close()
+        training.close()
+    assert gap(checkpoint, "--robots", "training")["mean_vel"] != gap(checkpoint)["mean_vel"]
+    with pytest.raises(ValueError, match="robots='real': valid: nominal, training"):
+        noise_gap.probe_env(info, 2, seed=0, robots="real")
