@@ -213,9 +213,7 @@ def _check_args(args: dict) -> tuple[str, str]:
     if not args.get("checkpoint"):
         raise UserError("export needs checkpoint=<model_<it>.pt or a run directory>, e.g. "
                         "python -m rlcore.export checkpoint=logs/pendulum/<run> format=onnx.")
-    fmt = str(args["format"])  # complete_args made an ExportFormat member its string
-    if fmt not in ("onnx", "jit"):
-        raise UserError(f"format={fmt}: choose onnx or jit.")
+    fmt = str(args["format"])  # "onnx" or "jit": complete_args / parse_key_values checked it against ExportFormat
     check_counts(args, ("num_envs", "verify_steps", "threads"))
     if not float(args["atol"]) > 0 or float(args["rtol"]) < 0:
         raise UserError(f"atol={args['atol']}, rtol={args['rtol']}: atol must be > 0 and rtol >= 0.")

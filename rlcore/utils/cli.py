@@ -146,20 +146,30 @@ def check_counts(args: dict, keys: Sequence[str]) -> None:
 
 
 def complete_args(args: dict, schema: type, command: str) -> dict:
-    """``args`` of a command called from Python, completed with ``schema``'s defaults (enum members as their
-    values), so that ``export({"checkpoint": run})`` means what ``python -m rlcore.export checkpoint=run`` does.
+    """``args`` of a command called from Python, completed with ``schema``'s defaults and type-checked against it as
+    the command line is (enum members as their values), so that ``export({"checkpoint": run})`` means what
+    ``python -m rlcore.export checkpoint=run`` does and ``export({"num_envs": "eight"})`` fails alike.
 
     Raises:
-        UserError: a key that ``schema`` does not have (listing the valid ones).
+        UserError: a key that ``schema`` does not have (listing the valid ones), or a value of the wrong type.
     """
-    from rlcore.utils.config_schema import defaults_of  # config_schema imports this module's neighbours
-
     valid = [f.name for f in fields(schema)]
     unknown = [k for k in args if k not in valid]
     if unknown:
         raise UserError(f"{command}: unknown key {unknown[0]!r}; valid keys: {', '.join(valid)}.")
-    return {**defaults_of(schema), **{k: getattr(v, "value", v) if isinstance(v, Enum) else v
-                                      for k, v in args.items()}}
+    values = {k: getattr(v, "value", v) if isinstance(v, Enum) else v for k, v in args.items()}
+    return _typed(schema, OmegaConf.create(values), command)
+
+
+def _typed(schema: type, values, command: str) -> dict:
+    """``values`` (an OmegaConf node) merged over ``schema``'s defaults, as a plain dict; a wrong type is a UserError
+    naming the key."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), values)
+        return OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", "") or ""
+        raise UserError(f"{command}: {key + ': ' if key else ''}{_first_line(err).rstrip('.')}.") from None
 
 
 def parse_key_values(argv: Sequence[str], schema: type, command: str) -> dict:
@@ -180,12 +190,7 @@ def parse_key_values(argv: Sequence[str], schema: type, command: str) -> dict:
         if key not in valid:
             raise UserError(f"{command}: unknown key '{key}'; valid keys: {', '.join(valid)}.")
         dotlist.append(arg.lstrip("+"))
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(dotlist))
-        return OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
-    except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", "") or ""
-        raise UserError(f"{command}: {key + ': ' if key else ''}{_first_line(err).rstrip('.')}.") from None
+    return _typed(schema, OmegaConf.from_dotlist(dotlist), command)
 
 
 def usage(command: str, schema: type, summary: str) -> str:

@@ -143,7 +143,7 @@ def test_export_called_with_the_config_defaults_writes_onnx(trained_run, tmp_pat
     meta = export(args)
     assert meta["format"] == "onnx"
     assert onnx.load(str(tmp_path / "p.onnx")).graph.input[0].name == "obs"
-    with pytest.raises(UserError, match="format=tflite: choose onnx or jit"):
+    with pytest.raises(UserError, match=r"export: format: Invalid value .tflite., expected one of \[onnx, jit\]"):
         export({**args, "format": "tflite"})
     # from Python the keys left out take their defaults (format onnx, rtol 0, ...); a misspelt one is named
     meta = export({"checkpoint": str(trained_run["dir"]), "num_envs": 2, "verify_steps": 4,
@@ -283,3 +283,20 @@ def test_help_lists_the_keys(capsys):
     export_cli.main(["-h"])
     out = capsys.readouterr().out
     assert "checkpoint" in out and "video" in out and "onnx" in out and "format" in out and "atol" in out
+
+
+def test_python_arguments_are_type_checked_as_the_command_line_is():
+    """complete_args (export(...) / play(...) from Python) merges over the typed schema like parse_key_values: the
+    same wrong value gets the same one-line error on both paths; numbers given as strings convert as on the CLI."""
+    from rlcore.utils.cli import UserError, complete_args, parse_key_values
+    from rlcore.utils.config_schema import ExportCfg, ExportFormat
+
+    for bad, match in (({"num_envs": "eight"}, "export: num_envs: Value 'eight' of type 'str' could not be converted"),
+                       ({"format": "tflite"}, r"export: format: Invalid value 'tflite', expected one of \[onnx, jit\]")):
+        (key, value), = bad.items()
+        with pytest.raises(UserError, match=match):
+            complete_args({"checkpoint": "run", **bad}, ExportCfg, "export")
+        with pytest.raises(UserError, match=match):
+            parse_key_values(["checkpoint=run", f"{key}={value}"], ExportCfg, "export")
+    args = complete_args({"checkpoint": "run", "num_envs": "3", "format": ExportFormat.jit}, ExportCfg, "export")
+    assert args["num_envs"] == 3 and args["format"] == "jit" and args["verify_steps"] == 32
