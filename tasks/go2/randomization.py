@@ -34,7 +34,7 @@ FOOT_GEOMS = tuple(f"{leg}_foot" for leg in LEGS)
 #: MuJoCo's default contact parameters (the task's nominal feet).
 DEFAULT_SOLREF = (0.02, 1.0)
 DEFAULT_SOLIMP = (0.9, 0.95, 0.001)
-#: The softest feet drawn: MuJoCo Menagerie's Go2 foot solimp (0.015, 1, 0.022; go2_facts.md section 4) with the
+#: The softest feet drawn: MuJoCo Menagerie's Go2 foot solimp (0.015, 1, 0.022; docs/go2_facts.md section 4) with the
 #: wider 0.03 transition of the robustness grid's "soft_feet" variant.
 SOFT_SOLIMP = (0.015, 1.0, 0.03)
 #: solmix of a foot whose contact parameters are set: the contact then takes the foot's solref/solimp (MuJoCo
