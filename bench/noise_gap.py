@@ -4,7 +4,8 @@ PPO earns its rewards with sampled actions (mean + Gaussian noise of the learned
 acts with the mean. On a legged robot the noise changes the gait (it dithers the joints, like extra damping), so
 the velocity a policy reaches can differ between the two. This runs one checkpoint on the nominal robot (no
 randomisation, no pushes, no observation noise; or, with ``--robots training``, on the checkpoint's own randomised
-robot pool at the full range of its curriculum, with its observation noise, pushes off) under fixed commands, ``--settle-steps`` control steps to get
+robot pool (the very robots saved in the checkpoint) at the full range of its curriculum, with its observation
+noise, pushes off) under fixed commands, ``--settle-steps`` control steps to get
 going and ``--steps`` measured, once driven by the mean action and once by sampled actions (the checkpoint's
 std times ``--std-scale``), and prints per command the mean base-frame velocity reached in each mode, for an
 actor with a state estimator of ``base_lin_vel`` what the estimator read in the mean-action run, and the mean-action
@@ -22,11 +23,15 @@ the pool's average robot; one that misses on both has a bias of its own.
 
 Last line::
 
-    noise_gap: mean_action_err=<m/s> sampled_err=<m/s> estimate_err=<m/s> osc_rms=<m/s> policy=<checkpoint>
+    noise_gap: mean_action_err=<m/s> sampled_err=<m/s> estimate_err=<m/s> osc_rms=<m/s> robot_err=<m/s>
+    robots=<nominal|training> policy=<checkpoint>
 
 ``*_err``: the mean over the commands of ``|cmd_xy - v_xy|`` of the *mean* velocity reached (the bias, not the
 gait's oscillation); ``estimate_err``: mean ``|estimate_xy - v_xy|`` of the mean-action run (nan without an
-estimator); ``osc_rms``: the mean over the commands of the mean-action run's oscillation rms.
+estimator); ``osc_rms``: the mean over the commands of the mean-action run's oscillation rms; ``robot_err``: the mean
+over commands and envs of each env's own ``|cmd_xy - v_xy|`` of its mean velocity, mean action (on the nominal robot
+about ``mean_action_err``; on the training pool the error of each robot, where the pool's mean velocity lets robots
+over and under the command cancel).
 """
 
 from __future__ import annotations
@@ -75,9 +80,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def probe_env(info, num_envs: int, seed: int, robots: str = "nominal"):
     """The checkpoint's Go2 task with commands held (no heading control, no resampling) and no pushes. ``robots``:
     ``"nominal"``, the task's robot without randomisation or observation noise; ``"training"``, the checkpoint's
-    own randomisation and observation noise, the robot pool at the full range of its curriculum (a measured run
-    does not start with the mildest robots only). Envs are not reset by the probe itself: a fall or a time-out
-    restarts that env on another robot of the pool."""
+    own randomisation and observation noise and its very robot pool (saved with its env state), every env on a robot
+    drawn from the whole pool, as at the end of the curriculum. Envs are not reset by the probe itself: a fall or a
+    time-out restarts that env on another robot of the pool."""
     from tasks.go2.config import held_commands, no_randomization
     from tasks.registry import make_task
 
@@ -90,9 +95,16 @@ def probe_env(info, num_envs: int, seed: int, robots: str = "nominal"):
         kw["domain_rand"] = {**kw.get("domain_rand", {}), **no_randomization()}
         kw["obs"] = {**kw.get("obs", {}), "add_noise": False}
     else:
-        kw["domain_rand"] = {**kw.get("domain_rand", {}), "push_robots": False, "curriculum_steps": 0}
+        kw["domain_rand"] = {**kw.get("domain_rand", {}), "push_robots": False}
     kw["commands"] = {**kw.get("commands", {}), **held_commands()}
-    return make_task("go2", num_envs=num_envs, device="cpu", seed=seed, **kw)
+    env = make_task("go2", num_envs=num_envs, device="cpu", seed=seed, **kw)
+    if robots == "training":
+        state = info.ckpt.get("env_state") or {}
+        if "physical_variants" in state:  # the run's own pool (a checkpoint without env state: one drawn alike)
+            env.use_robot_pool(state["physical_variants"])
+        env.common_step_counter = max(env.common_step_counter, int(env.cfg_task.domain_rand.curriculum_steps))
+        env.reset()  # every env on a robot of the whole pool
+    return env
 
 
 def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
@@ -133,7 +145,10 @@ def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
     per_cmd = lambda x: (x / args.steps).view(c, args.envs, 3).mean(dim=1)  # noqa: E731
     trace = torch.stack(trace)  # [steps, N, 3]
     rms, jitter = oscillation(trace[..., :2], float(env.step_dt))
-    return {"vel": per_cmd(trace.sum(dim=0)), "est": per_cmd(est) if reads_velocity else None,
+    # each env's own reached error |cmd_xy - mean_t v_xy| [N], averaged per command: on a randomised pool this is the
+    # error of each robot, which the pool-average velocity above hides (robots over and under the command cancel)
+    own = torch.norm(cmds[:, :2] - trace[..., :2].mean(dim=0), dim=1).view(c, args.envs).mean(dim=1)
+    return {"vel": per_cmd(trace.sum(dim=0)), "est": per_cmd(est) if reads_velocity else None, "robot_err": own,
             "osc_rms": rms.view(c, args.envs).mean(dim=1), "jitter": jitter.view(c, args.envs).mean(dim=1)}
 
 
@@ -167,21 +182,23 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"noise gap of {info.checkpoint} on {where}: {args.envs} envs per command, {args.settle_steps} "
           f"steps settle + {args.steps} measured, sampled std x{args.std_scale:g}")
     print(f"{'command vx/vy/wz':>18} {'mean action vx/vy':>18} {'sampled vx/vy':>15} {'estimate vx/vy':>15} "
-          f"{'osc rms':>8} {'>=7 Hz':>7}")
+          f"{'osc rms':>8} {'>=7 Hz':>7} {'robot err':>9}")
     for i, c in enumerate(cmds.tolist()):
         est = "-" if mean["est"] is None else f"{mean['est'][i, 0]:+.3f}/{mean['est'][i, 1]:+.3f}"
         print(f"{c[0]:+5.2f}/{c[1]:+5.2f}/{c[2]:+5.2f}     {mean['vel'][i, 0]:+.3f}/{mean['vel'][i, 1]:+.3f}"
               f"    {noisy['vel'][i, 0]:+.3f}/{noisy['vel'][i, 1]:+.3f}  {est:>15} {mean['osc_rms'][i]:8.3f} "
-              f"{mean['jitter'][i]:7.2f}")
+              f"{mean['jitter'][i]:7.2f} {mean['robot_err'][i]:9.3f}")
     bias = lambda v: float(torch.norm(cmds[:, :2] - v[:, :2], dim=1).mean())  # noqa: E731
     result = {"mean_action_err": bias(mean["vel"]), "sampled_err": bias(noisy["vel"]),
+              "robot_err": float(mean["robot_err"].mean()), "robot_err_per_command": mean["robot_err"].tolist(),
               "estimate_err": float("nan") if mean["est"] is None
               else float(torch.norm(mean["est"][:, :2] - mean["vel"][:, :2], dim=1).mean()),
               "mean_vel": mean["vel"].tolist(), "sampled_vel": noisy["vel"].tolist(),
               "osc_rms": float(mean["osc_rms"].mean()), "osc_rms_per_command": mean["osc_rms"].tolist(),
               "jitter_per_command": mean["jitter"].tolist()}
     print(f"noise_gap: mean_action_err={result['mean_action_err']:.4f} sampled_err={result['sampled_err']:.4f} "
-          f"estimate_err={result['estimate_err']:.4f} osc_rms={result['osc_rms']:.4f} robots={args.robots} "
+          f"estimate_err={result['estimate_err']:.4f} osc_rms={result['osc_rms']:.4f} "
+          f"robot_err={result['robot_err']:.4f} robots={args.robots} "
           f"policy={info.checkpoint}")
     return result
 

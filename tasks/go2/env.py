@@ -675,10 +675,7 @@ class Go2Env(VecEnv):
                                   f"go2.obs.history_length={self.policy_history.shape[1]}")
             setattr(self, name, value)
         if "physical_variants" in state:
-            physical = [_variant_from_state(d) for d in state["physical_variants"]]
-            if physical != self.sim.physical:
-                self.sim.set_physical_variants(physical)
-                self.update_variant_params()
+            self.use_robot_pool(state["physical_variants"])
         self.sim.load_state_dict(state)  # physics state, sensors, each env's variant, the latency pipeline
         self.terrain.levels = state["terrain_levels"].to(self.device).clone()
         # The statistics of the terms this env computes: a reward term added since the checkpoint (a resume that
@@ -693,6 +690,15 @@ class Go2Env(VecEnv):
         self.generator.set_state(torch.as_tensor(state["generator_state"]).cpu())
         self.common_step_counter = int(state["common_step_counter"])
         self._refresh_state()
+
+    def use_robot_pool(self, physical_variants: list[dict]) -> None:
+        """Replace the pool of physical variants with a saved one (``state_dict()["physical_variants"]``, e.g. of a
+        checkpoint), so an env built elsewhere drives the very robots a run was trained on. Envs keep their variant
+        index until their next reset."""
+        physical = [_variant_from_state(d) for d in physical_variants]
+        if physical != self.sim.physical:
+            self.sim.set_physical_variants(physical)
+            self.update_variant_params()
 
     def close(self) -> None:
         self.sim.close()

@@ -77,8 +77,8 @@ def test_oscillation_rms_and_jitter_share_of_known_signals():
 
 
 def test_training_robots_are_the_checkpoints_randomised_pool_at_full_range(checkpoint):
-    """``--robots training``: the run's own randomisation (a pool of distinct robots, drawn over all of it from the
-    first step, not the curriculum's mildest variant) and observation noise, pushes off; ``nominal``: one robot, the
+    """``--robots training``: the run's own robot pool (the variants saved in the checkpoint, graded as in training),
+    every env drawn from all of it (not the curriculum's mildest variant), observation noise on, pushes off; ``nominal``: one robot, the
     task's own, no noise. The two probes reach different velocities, and a bad choice is named."""
     from rlcore.utils.run_files import load_run
 
@@ -90,9 +90,29 @@ def test_training_robots_are_the_checkpoints_randomised_pool_at_full_range(check
         assert torch.equal(robots(nominal), robots(nominal)[:1].expand(16, -1)) and not nominal.cfg_task.obs.add_noise
         assert len(torch.unique(robots(training), dim=0)) > 4 and training.cfg_task.obs.add_noise
         assert training.randomization_progress() == 1.0 and not training.cfg_task.domain_rand.push_robots
+        saved = info.ckpt["env_state"]["physical_variants"]
+        assert [v.name for v in training.sim.physical] == [d["name"] for d in saved]
+        assert torch.equal(training.variant_params, _pool_params(saved))
     finally:
         nominal.close()
         training.close()
-    assert gap(checkpoint, "--robots", "training")["mean_vel"] != gap(checkpoint)["mean_vel"]
+    pool, nominal_gap = gap(checkpoint, "--robots", "training"), gap(checkpoint)
+    assert pool["mean_vel"] != nominal_gap["mean_vel"]
+    # each env's own error is at least the error of the envs' mean velocity (triangle inequality)
+    for result in (pool, nominal_gap):
+        assert result["robot_err"] >= result["mean_action_err"] - 1e-6
+        assert result["robot_err"] == pytest.approx(sum(result["robot_err_per_command"]) / 2)
     with pytest.raises(ValueError, match="robots='real': valid: nominal, training"):
         noise_gap.probe_env(info, 2, seed=0, robots="real")
+
+
+def _pool_params(saved: list[dict]) -> torch.Tensor:
+    """The ``variant_params`` table of an env that loads the pool ``saved`` through its state dict (the resume path)."""
+    from tasks.go2.env import Go2Env
+
+    env = Go2Env(num_envs=2, seed=11, sim={"threads": 1})
+    try:
+        env.use_robot_pool(saved)
+        return env.variant_params.clone()
+    finally:
+        env.close()
