@@ -39,6 +39,13 @@ def tracking_lin_vel_mean(env) -> torch.Tensor:
     return torch.exp(-err / env.cfg_task.rewards.tracking_sigma_mean)
 
 
+def tracking_lin_vel_abs(env) -> torch.Tensor:
+    """|v_xy_cmd - v_xy| [m/s] (a penalty: negative weight): the planar error itself, the quantity that
+    ``rlcore.robustness`` averages. Its slope does not vanish near zero, unlike the Gaussian kernels', so it keeps
+    pulling on the last few cm/s of bias and sway once the robot walks, while the wide kernel drives learning early."""
+    return torch.sqrt(_planar_velocity_error_sq(env) + 1e-8)  # 1e-4 m/s floor: a finite slope at 0 (no NaN grads)
+
+
 def tracking_ang_vel(env) -> torch.Tensor:
     """exp(-(w_z_cmd - w_z)^2 / sigma): yaw rate against the command."""
     err = torch.square(env.commands[:, 2] - env.base_ang_vel[:, 2])
@@ -119,6 +126,7 @@ def termination(env) -> torch.Tensor:
 
 REWARD_TERMS: dict[str, Callable] = {
     f.__name__: f
-    for f in (tracking_lin_vel, tracking_lin_vel_fine, tracking_lin_vel_mean, tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
+    for f in (tracking_lin_vel, tracking_lin_vel_fine, tracking_lin_vel_mean, tracking_lin_vel_abs,
+              tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
               dof_acc, action_rate, feet_air_time, collision, dof_pos_limits, termination)
 }
