@@ -65,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--robots", choices=ROBOTS, default="nominal",
                    help="nominal: the task's robot, no noise; training: the checkpoint's randomised pool (full "
                         "curriculum range) and observation noise, no pushes")
+    p.add_argument("--feedback", type=float, default=0.0, metavar="DELTA",
+                   help="also run the mean action with the velocity estimate shifted by +-DELTA m/s along each command "
+                        "and report how much of the shift the policy corrects (0: off)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     args = p.parse_args(argv)
@@ -107,10 +110,11 @@ def probe_env(info, num_envs: int, seed: int, robots: str = "nominal"):
     return env
 
 
-def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
+def run_mode(info, args: argparse.Namespace, sampled: bool, offset: float = 0.0) -> dict:
     """One closed loop: mean velocity reached ``[C, 3]`` per command, the estimator's mean reading (or None) and the
     oscillation of the planar velocity about its mean (rms ``[C]``, share of its power at ``JITTER_HZ`` and above
-    ``[C]``, averaged over each command's envs)."""
+    ``[C]``, averaged over each command's envs). ``offset`` [m/s]: added to the velocity estimate that the policy's
+    head reads, along each command's planar direction (the feedback probe; needs a base-velocity estimator)."""
     import torch
 
     from rlcore.utils.run_files import make_run_policy
@@ -130,6 +134,13 @@ def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
         else:
             raise SystemExit(f"error: --std-scale needs a Gaussian with a std parameter; this policy has {type(dist).__name__}")
     scale = float(env.cfg_task.obs.lin_vel_scale)
+    if offset:
+        if not reads_velocity:
+            raise SystemExit("error: --feedback needs an actor with a base_lin_vel estimator (estimator_cfg)")
+        direction = torch.nn.functional.normalize(cmds[:, :2], dim=1)  # [N, 2]; zero for a turn in place
+        shift = torch.zeros(len(cmds), estimator.output_dim)
+        shift[:, :2] = offset * scale * direction
+        estimator.register_forward_hook(lambda module, inputs, output: output + shift)
     est, trace = torch.zeros(len(cmds), 3), []  # trace: the base velocity [N, 3] of every measured step
     obs = env.get_observations()
     with torch.no_grad():
@@ -150,6 +161,23 @@ def run_mode(info, args: argparse.Namespace, sampled: bool) -> dict:
     own = torch.norm(cmds[:, :2] - trace[..., :2].mean(dim=0), dim=1).view(c, args.envs).mean(dim=1)
     return {"vel": per_cmd(trace.sum(dim=0)), "est": per_cmd(est) if reads_velocity else None, "robot_err": own,
             "osc_rms": rms.view(c, args.envs).mean(dim=1), "jitter": jitter.view(c, args.envs).mean(dim=1)}
+
+
+def feedback_gain(info, args: argparse.Namespace, cmds):
+    """How much of an error in its velocity estimate the policy corrects, per command ``[C]``: the mean action runs
+    with the estimate shifted by ``+args.feedback`` and by ``-args.feedback`` m/s along the command's planar direction,
+    and the gain is the change of the reached velocity along it over the change of the shift (1: the policy walks
+    until its estimate reads the command, a pure velocity-feedback controller; 0: it ignores the estimate; nan for
+    a turn in place). A proportional feedback of loop gain K corrects K / (1 + K) of the shift, and leaves 1 / (1 + K)
+    of any robot's own mismatch (a lighter robot's overshoot) as a steady error."""
+    import torch
+
+    up = run_mode(info, args, sampled=False, offset=args.feedback)["vel"][:, :2]
+    down = run_mode(info, args, sampled=False, offset=-args.feedback)["vel"][:, :2]
+    norm = cmds[:, :2].norm(dim=1)
+    direction = cmds[:, :2] / norm.clamp_min(1e-9)[:, None]
+    gain = ((down - up) * direction).sum(dim=1) / (2 * args.feedback)
+    return torch.where(norm > 0, gain, torch.tensor(float("nan")))
 
 
 def oscillation(trace, dt: float):
@@ -178,6 +206,7 @@ def main(argv: list[str] | None = None) -> dict:
     info = load_run(args.checkpoint)
     mean, noisy = run_mode(info, args, sampled=False), run_mode(info, args, sampled=True)
     cmds = torch.tensor(args.command_list)
+    gain = feedback_gain(info, args, cmds) if args.feedback else None
     where = "the nominal robot" if args.robots == "nominal" else "its training robots (randomised pool, obs noise)"
     print(f"noise gap of {info.checkpoint} on {where}: {args.envs} envs per command, {args.settle_steps} "
           f"steps settle + {args.steps} measured, sampled std x{args.std_scale:g}")
@@ -187,7 +216,8 @@ def main(argv: list[str] | None = None) -> dict:
         est = "-" if mean["est"] is None else f"{mean['est'][i, 0]:+.3f}/{mean['est'][i, 1]:+.3f}"
         print(f"{c[0]:+5.2f}/{c[1]:+5.2f}/{c[2]:+5.2f}     {mean['vel'][i, 0]:+.3f}/{mean['vel'][i, 1]:+.3f}"
               f"    {noisy['vel'][i, 0]:+.3f}/{noisy['vel'][i, 1]:+.3f}  {est:>15} {mean['osc_rms'][i]:8.3f} "
-              f"{mean['jitter'][i]:7.2f} {mean['robot_err'][i]:9.3f}")
+              f"{mean['jitter'][i]:7.2f} {mean['robot_err'][i]:9.3f}"
+              + ("" if gain is None else f"  feedback {gain[i]:.2f}"))
     bias = lambda v: float(torch.norm(cmds[:, :2] - v[:, :2], dim=1).mean())  # noqa: E731
     result = {"mean_action_err": bias(mean["vel"]), "sampled_err": bias(noisy["vel"]),
               "robot_err": float(mean["robot_err"].mean()), "robot_err_per_command": mean["robot_err"].tolist(),
@@ -196,9 +226,14 @@ def main(argv: list[str] | None = None) -> dict:
               "mean_vel": mean["vel"].tolist(), "sampled_vel": noisy["vel"].tolist(),
               "osc_rms": float(mean["osc_rms"].mean()), "osc_rms_per_command": mean["osc_rms"].tolist(),
               "jitter_per_command": mean["jitter"].tolist()}
+    if gain is not None:
+        result["feedback_per_command"] = gain.tolist()
+        result["feedback_gain"] = float(gain[~gain.isnan()].mean()) if (~gain.isnan()).any() else float("nan")
     print(f"noise_gap: mean_action_err={result['mean_action_err']:.4f} sampled_err={result['sampled_err']:.4f} "
           f"estimate_err={result['estimate_err']:.4f} osc_rms={result['osc_rms']:.4f} "
-          f"robot_err={result['robot_err']:.4f} robots={args.robots} "
+          f"robot_err={result['robot_err']:.4f} "
+          + ("" if gain is None else f"feedback_gain={result['feedback_gain']:.2f} ")
+          + f"robots={args.robots} "
           f"policy={info.checkpoint}")
     return result
 

@@ -116,3 +116,24 @@ def _pool_params(saved: list[dict]) -> torch.Tensor:
         return env.variant_params.clone()
     finally:
         env.close()
+
+
+def test_feedback_gain_is_the_correction_along_each_command(monkeypatch):
+    """gain = (v(-delta) - v(+delta)) . direction / (2 delta): a policy that walks until its shifted estimate reads the
+    command gains 1, one that ignores the estimate 0; a turn in place has no direction (nan)."""
+    import argparse
+
+    cmds = torch.tensor([[0.5, 0.0, 0.0], [0.0, -0.5, 0.0], [0.0, 0.0, 1.0]])
+    reached = {0.1: torch.tensor([[0.40, 0.0, 0.0], [0.0, -0.45, 0.0], [0.02, 0.0, 0.0]]),    # +0.1 on the estimate
+               -0.1: torch.tensor([[0.60, 0.0, 0.0], [0.0, -0.55, 0.0], [0.02, 0.0, 0.0]])}   # -0.1
+    monkeypatch.setattr(noise_gap, "run_mode", lambda info, args, sampled, offset=0.0: {"vel": reached[offset]})
+    gain = noise_gap.feedback_gain(None, argparse.Namespace(feedback=0.1), cmds)
+    torch.testing.assert_close(gain[:2], torch.tensor([1.0, 0.5]))
+    assert gain[2].isnan()
+
+
+def test_feedback_probe_shifts_the_estimate_the_head_reads(checkpoint):
+    result = gap(checkpoint, "--feedback", "0.2")
+    assert len(result["feedback_per_command"]) == 2 and math.isfinite(result["feedback_gain"])
+    assert result["feedback_per_command"] != [0.0, 0.0]  # the shifted estimate changed what the policy did
+    assert result["mean_vel"] == gap(checkpoint)["mean_vel"]  # and the unshifted run is untouched by the probe
