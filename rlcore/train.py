@@ -31,11 +31,13 @@ from omegaconf.errors import OmegaConfBaseException
 from rlcore.utils import registry
 from rlcore.utils.cli import (
     USER_ERROR_EXIT,
+    USER_ERRORS,
     UserError,
     check_device,
     compose,
     config_dir,
     is_main_process,
+    one_line,
     user_errors,
 )
 from rlcore.utils.config_check import validate_config
@@ -397,6 +399,36 @@ def _task_function(cfg: DictConfig) -> None:
         raise
 
 
+def sweep_jobs(overrides: list[str]) -> list[list[str]] | None:
+    """The jobs of a basic Hydra sweep, each as its list of ``key=value`` overrides (``model=mlp,rnn seed=1,2``: four
+    jobs), in Hydra's order; None when Hydra's basic sweeper does not expand it (another sweeper chosen, or a
+    sweep it cannot list), which is then left to Hydra."""
+    if any(o.lstrip("+~").startswith(("hydra/sweeper", "hydra.sweeper")) for o in overrides):
+        return None
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    except Exception:  # an override Hydra will report itself, or a Hydra without this API
+        return None
+
+
+def check_sweep(overrides: list[str]) -> None:
+    """Plan every job of a ``-m`` sweep (:func:`prepare`; nothing is built or written).
+
+    Raises:
+        UserError: the first job that cannot run, named with its overrides, and what is wrong with it.
+    """
+    jobs = sweep_jobs(overrides)
+    for k, job in enumerate(jobs or []):
+        try:
+            prepare(compose(job, return_hydra_config=True))
+        except USER_ERRORS as err:
+            raise UserError(f"sweep job #{k} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from None
+
+
 _hydra_main = hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")(_task_function)
 
 
@@ -405,17 +437,22 @@ def main(argv: list[str] | None = None) -> None:
 
     Plain ``key=value`` commands are composed and planned first (:func:`prepare`), so that a bad command fails in
     one line before a run directory exists; Hydra then makes the run directory and the job trains from that plan.
-    Hydra's own flags (``--help``, ``--cfg job``, ``-m`` sweeps, ...) go straight to Hydra, and each job is
-    planned when it starts.
+    A sweep (``-m`` with ``key=a,b`` or ``range(...)`` lists) is planned job by job before Hydra starts the first,
+    so that a bad value in the fifth job fails in one line instead of after four runs; each job is planned again
+    when it starts. Hydra's other flags (``--help``, ``--cfg job``, ...) and other sweepers go straight to Hydra.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     _planned.clear()
-    if not any(arg.startswith("-") for arg in argv):
+    flags = {arg for arg in argv if arg.startswith("-")}
+    if not flags:
         with user_errors():
             hydra_cfg = compose(argv, return_hydra_config=True)
             plan = prepare(hydra_cfg)
             argv = argv + _distributed_overrides(hydra_cfg, plan, argv)
             _planned.append(plan)
+    elif flags <= {"-m", "--multirun"}:
+        with user_errors():
+            check_sweep([arg for arg in argv if not arg.startswith("-")])
     sys.argv = [sys.argv[0] if sys.argv else "rlcore-train", *argv]
     try:
         _hydra_main()

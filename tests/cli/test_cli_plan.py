@@ -97,3 +97,29 @@ def test_a_learning_rate_given_with_resume_is_named_as_unused(trained_run):
     assert f"algorithm.learning_rate={started / 7:g} is not used on resume" in notices[0]
     assert f"learning rate {ckpt['learning_rate']:.4g}" in notices[0]
     assert f"started at {started:g}" in notices[0]
+
+
+def test_sweep_jobs_expand_like_hydras_basic_sweeper():
+    jobs = train_module.sweep_jobs(["task=pendulum", "model=mlp,rnn", "seed=range(1,3)"])
+    assert jobs == [["task=pendulum", "model=mlp", "seed=1"], ["task=pendulum", "model=mlp", "seed=2"],
+                    ["task=pendulum", "model=rnn", "seed=1"], ["task=pendulum", "model=rnn", "seed=2"]]
+    assert train_module.sweep_jobs(["hydra/sweeper=other", "seed=1,2"]) is None  # another sweeper: Hydra's business
+
+
+def test_a_sweep_with_one_bad_job_fails_in_one_line_before_any_job_runs(tmp_path):
+    """``-m``: every job is planned first, so job #2's bad value is refused before job #0 trains; nothing is
+    written (no sweep directory). A good sweep runs every job."""
+    from cli_helpers import assert_user_error, check_ok, run_module
+
+    sweep_dir = tmp_path / "sweep"
+    bad = run_module("rlcore.train", "-m", "task=pendulum", *TINY, "algorithm.learning_rate=0.001,0.002,-1",
+                     f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    assert_user_error(bad, "sweep job #2 of 3 (", "algorithm.learning_rate=-1", "algorithm.learning_rate: must be > 0")
+    assert not sweep_dir.exists() and "Launching" not in bad.stdout + bad.stderr
+    bad = run_module("rlcore.train", "--multirun", "task=pendulum", *TINY, "model=mlp,rnm",
+                     f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    assert_user_error(bad, "sweep job #1 of 2", "unknown option model=rnm; valid choices for model: cnn, mlp, rnn")
+    check_ok(run_module("rlcore.train", "-m", "task=pendulum", *TINY, "runner.max_iterations=1", "seed=1,2",
+                        f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path))
+    assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1"]
+    assert all(list((sweep_dir / job).glob("model_*.pt")) for job in ("0", "1"))  # each job trained and saved
