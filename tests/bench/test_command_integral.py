@@ -1,0 +1,50 @@
+"""``bench/command_integral.py`` on a tiny Go2 checkpoint: gain 0 is the policy as trained (the same loop as a
+zero correction limit), a gain moves the command shown to the policy within its limit, bad gains are refused."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import command_integral  # noqa: E402
+from test_noise_gap import TINY  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> str:
+    from rlcore.train import run
+    from rlcore.utils.cli import compose
+
+    run_dir = tmp_path_factory.mktemp("command_integral")
+    run(compose(TINY), log_dir=str(run_dir))
+    return str(run_dir)
+
+
+def integral(checkpoint: str, *extra: str) -> dict:
+    return command_integral.main([checkpoint, "--envs", "1", "--settle-s", "0.04", "--measure-s", "0.1",
+                                  "--threads", "1", *extra])
+
+
+def test_gain_zero_is_the_trained_policy_and_a_gain_corrects_within_its_limit(checkpoint, capsys):
+    plain = integral(checkpoint, "--gains", "0,5", "--limit", "0")  # limit 0: the loop cannot move the command
+    assert plain["err"][0] == plain["err"][1] and plain["reached"][0] == plain["reached"][1]
+    loop = integral(checkpoint, "--gains", "0,5", "--limit", "0.05")
+    assert loop["err"][0] == plain["err"][0]  # gain 0 does not depend on the limit
+    u = torch.tensor(loop["u"][5.0])  # [commands, 2]
+    assert u.abs().max() > 0 and u.abs().max() <= 0.05 + 1e-7
+    assert loop["err"][1] != plain["err"][1]  # the corrected command changed what the robot did
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(f"command_integral: gains=0,5 err={loop['err'][0]:.4f},{loop['err'][1]:.4f} reached=")
+
+
+def test_bad_gains_are_refused_in_one_line(capsys):
+    for bad in ("0,x", "-1"):
+        with pytest.raises(SystemExit):
+            command_integral.parse_args(["run", "--gains", bad])
+    assert "--gains" in capsys.readouterr().err
