@@ -86,6 +86,7 @@ class RewardsCfg:
             "tracking_lin_vel_fine": 0.0,
             "tracking_lin_vel_mean": 0.0,
             "tracking_lin_vel_abs": 0.0,
+            "lin_vel_sway": 0.0,
             "tracking_ang_vel": 0.5,
             "lin_vel_z": -2.0,
             "ang_vel_xy": -0.05,

@@ -46,6 +46,13 @@ def tracking_lin_vel_abs(env) -> torch.Tensor:
     return torch.sqrt(_planar_velocity_error_sq(env) + 1e-8)  # 1e-4 m/s floor: a finite slope at 0 (no NaN grads)
 
 
+def lin_vel_sway(env) -> torch.Tensor:
+    """|v_xy - mean(v_xy)|^2 (a penalty): the planar velocity's swing about ``env.base_lin_vel_mean``, its average
+    over the last ~``rewards.mean_vel_tau`` seconds: the gait's sway at the step frequency, which the per-step
+    tracking error counts on top of any bias."""
+    return torch.sum(torch.square(env.base_lin_vel[:, :2] - env.base_lin_vel_mean), dim=1)
+
+
 def tracking_ang_vel(env) -> torch.Tensor:
     """exp(-(w_z_cmd - w_z)^2 / sigma): yaw rate against the command."""
     err = torch.square(env.commands[:, 2] - env.base_ang_vel[:, 2])
@@ -127,6 +134,6 @@ def termination(env) -> torch.Tensor:
 REWARD_TERMS: dict[str, Callable] = {
     f.__name__: f
     for f in (tracking_lin_vel, tracking_lin_vel_fine, tracking_lin_vel_mean, tracking_lin_vel_abs,
-              tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
+              lin_vel_sway, tracking_ang_vel, lin_vel_z, ang_vel_xy, orientation, base_height, torques, dof_vel,
               dof_acc, action_rate, feet_air_time, collision, dof_pos_limits, termination)
 }

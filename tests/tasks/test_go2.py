@@ -305,6 +305,8 @@ TERM_VALUES = {
     "tracking_lin_vel_mean": [math.exp(-1.25), 1.0, 1.0],
     # the error itself: A sqrt(0.25) = 0.5; B, C sqrt(0 + 1e-8) = 1e-4 (the epsilon under the root)
     "tracking_lin_vel_abs": [0.5, 1e-4, 1e-4],
+    # A: |(0.5, 0.5) - (0.9, 0.45)|^2 = 0.16 + 0.0025; B, C: v_xy = mean = 0
+    "lin_vel_sway": [0.1625, 0.0, 0.0],
     # A: (0.3 - 0.8)^2 = 0.25; B: (0 - 0.5)^2 = 0.25
     "tracking_ang_vel": [E1, E1, E1],
     "lin_vel_z": [0.01, 0.25, 0.25],  # 0.1^2, 0.5^2
@@ -322,7 +324,7 @@ TERM_VALUES = {
     "termination": [0.0, 1.0, 0.0],
 }
 WEIGHTS = {"tracking_lin_vel": 1.0, "tracking_lin_vel_fine": 0.0, "tracking_lin_vel_mean": 0.0,
-           "tracking_lin_vel_abs": 0.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
+           "tracking_lin_vel_abs": 0.0, "lin_vel_sway": 0.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
            "orientation": -1.0, "base_height": -10.0, "torques": -1.0e-4, "dof_vel": 0.0, "dof_acc": -2.5e-7,
            "action_rate": -0.01, "feet_air_time": 1.0, "collision": -1.0, "dof_pos_limits": -2.0,
            "termination": 0.0}
