@@ -55,17 +55,20 @@ def policy_inputs(policy, obs) -> list:
     return inputs
 
 
-def describe(policy, obs, fmt: str, info, output: str, env=None) -> dict:
-    """The JSON description of an exported policy (names, shapes, groups, normaliser)."""
+def describe(policy, obs, fmt: str, info, output: str, env=None, module=None) -> dict:
+    """The JSON description of an exported policy (names, shapes, groups, normaliser); ``module``: the exported
+    ``as_onnx()`` wrapper (default: the policy's own)."""
     import torch
 
-    module = policy.as_onnx()
+    from rlcore.utils.export import STATE_INPUTS
+
+    module = policy.as_onnx() if module is None else module
     input_names, output_names = list(module.input_names), list(module.output_names)
     shapes = {n: list(x.shape) for n, x in zip(input_names, module.example_inputs)}
     inputs = []
     for name in input_names:
         entry: dict = {"name": name, "dtype": "float32"}
-        if name in ("h_in", "c_in"):
+        if name in STATE_INPUTS:
             entry["shape"] = [shapes[name][0], "batch", shapes[name][2]]
             entry["role"] = "recurrent state (zeros at an episode start)"
         else:
@@ -80,7 +83,7 @@ def describe(policy, obs, fmt: str, info, output: str, env=None) -> dict:
         outputs.append({"name": name, "dtype": "float32", "shape": [shapes[name.replace("_out", "_in")][0], "batch",
                                                                    shapes[name.replace("_out", "_in")][2]]})
     if fmt == "jit":  # TorchScript: positional observation inputs; recurrent state is kept inside the module
-        inputs = [i for i in inputs if i["name"] not in ("h_in", "c_in")]
+        inputs = [i for i in inputs if i["name"] not in STATE_INPUTS]
         outputs = outputs[:1]
     normalizer = None
     norm = getattr(policy, "obs_normalizer", None)
@@ -98,7 +101,7 @@ def describe(policy, obs, fmt: str, info, output: str, env=None) -> dict:
         "task_env": info.task.get("env") or {},
         "algorithm": info.algorithm,
         "model": type(policy).__name__,
-        "recurrent": bool(getattr(policy, "is_recurrent", False)),
+        "recurrent": bool(getattr(policy, "is_recurrent", False) or getattr(module, "is_recurrent", False)),
         "obs_set": info.policy_set,
         "obs_groups": {k: list(v) for k, v in (info.train_cfg.get("obs_groups") or {}).items()},
         "inputs": inputs,
@@ -125,20 +128,22 @@ def _max_diff(a, b, rtol: float = 0.0) -> float:
     return float(((a - b).abs() - rtol * b.abs()).max()) if a.numel() else 0.0
 
 
-def verify_onnx(path: str, policy, recorded: list, reference: list, rtol: float = 0.0) -> tuple[float, int]:
-    """``(max |onnx - eager|, step of the max)`` over the recorded stream, state carried through onnxruntime."""
+def verify_onnx(path: str, module, recorded: list, reference: list, rtol: float = 0.0) -> tuple[float, int]:
+    """``(max |onnx - eager|, step of the max)`` over the recorded stream, state carried through onnxruntime;
+    ``module``: the ``as_onnx()`` wrapper that was exported (its input names and example shapes)."""
     import onnxruntime as ort
+
+    from rlcore.utils.export import STATE_INPUTS
 
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     out_names = [o.name for o in session.get_outputs()]
-    module = policy.as_onnx()
     example = dict(zip(module.input_names, module.example_inputs))
     batch = recorded[0][0].shape[0]
     state = {n: np.zeros((example[n].shape[0], batch, example[n].shape[2]), dtype=np.float32)
-             for n in names if n in ("h_in", "c_in")}
+             for n in names if n in STATE_INPUTS}
     worst, worst_step = 0.0, 0
-    obs_names = [n for n in module.input_names if n not in ("h_in", "c_in")]
+    obs_names = [n for n in module.input_names if n not in STATE_INPUTS]
     for step, (inputs, ref) in enumerate(zip(recorded, reference)):
         feeds = {n: x.numpy() for n, x in zip(obs_names, inputs)}
         feeds.update(state)
@@ -189,9 +194,13 @@ def export(args: dict) -> dict:
 
     recorded, observations, reference = record_stream(policy, env, device, int(args["verify_steps"]))
     rtol, atol = float(args["rtol"]), float(args["atol"])
-    worst = _write_and_verify(fmt, policy, env, info, output, recorded, reference, rtol, atol)
+    module = None
+    if float(args["command_integral_gain"]) > 0:  # the graph is the policy plus its integral loop: check against that
+        module = _command_integral_module(policy, env, args)
+        reference = _stateful_reference(module, recorded)
+    worst = _write_and_verify(fmt, policy, env, info, output, recorded, reference, rtol, atol, module)
 
-    meta = describe(policy, observations[0], fmt, info, output, env)
+    meta = describe(policy, observations[0], fmt, info, output, env, module)
     meta["verification"] = {"recorded_steps": len(recorded), "num_envs": int(args["num_envs"]),
                             "max_abs_diff": worst, "atol": atol, "rtol": rtol,
                             "passed": True}
@@ -242,16 +251,49 @@ def record_stream(policy, env, device: str, steps: int) -> tuple[list, list, lis
     return recorded, observations, reference
 
 
+def _command_integral_module(policy, env, args: dict):
+    """The policy with its integral loop on the command (:mod:`rlcore.models.command_integral`), from the task's
+    observation layout; ONNX only."""
+    from rlcore.models.command_integral import command_integral_policy
+    from rlcore.utils.export import obs_layout
+
+    if str(args["format"]) != "onnx":
+        raise UserError("command_integral_gain > 0 is written into an ONNX graph: use format=onnx.")
+    interface = env.deployment_interface() if callable(getattr(env, "deployment_interface", None)) else {}
+    groups = interface.get("observation_groups") or {}
+    layout = obs_layout(list(getattr(policy, "obs_groups_1d", [])), groups)
+    velocity = ((groups.get("base_lin_vel") or {}).get("terms") or [{}])[0].get("scale")
+    if layout is None or velocity is None:
+        raise UserError(f"command_integral_gain: the task {type(env).__name__} does not describe its observation "
+                        "terms and base_lin_vel scale (deployment_interface()); it needs task=go2's interface.")
+    return command_integral_policy(policy, layout, float(velocity), float(args["command_integral_gain"]),
+                                   float(env.step_dt), float(args["command_integral_limit"]))
+
+
+def _stateful_reference(module, recorded: list) -> list:
+    """``module``'s actions on the recorded stream, its state ``u`` carried from zeros (each env one sequence)."""
+    import torch
+
+    state = torch.zeros(1, recorded[0][0].shape[0], 2)
+    reference = []
+    with torch.no_grad():
+        for inputs in recorded:
+            actions, state = module(*inputs, state)
+            reference.append(actions.float())
+    return reference
+
+
 def _write_and_verify(fmt: str, policy, env, info, output: str, recorded: list, reference: list, rtol: float,
-                      atol: float) -> float:
+                      atol: float, module=None) -> float:
     """Write the ``fmt`` file to ``output`` and return ``max |file - eager|`` on the recorded stream; beyond the
-    tolerance, move the file to ``<output>.unverified`` and raise :class:`ExportMismatch`."""
+    tolerance, move the file to ``<output>.unverified`` and raise :class:`ExportMismatch`. ``module``: the ONNX
+    wrapper to write (default: ``policy.as_onnx()``)."""
     from rlcore.utils.export import export_jit, export_onnx, policy_metadata
 
     if fmt == "onnx":
-        module = policy.as_onnx()
+        module = policy.as_onnx() if module is None else module
         export_onnx(module, output, metadata=policy_metadata(module, policy, env, info.task["name"]))
-        worst, step = verify_onnx(output, policy, recorded, reference, rtol)
+        worst, step = verify_onnx(output, module, recorded, reference, rtol)
     else:
         export_jit(policy.as_jit(), output)
         worst, step = verify_jit(output, recorded, reference, rtol)

@@ -33,7 +33,7 @@ from rlcore.pretrained import PRETRAINED, pretrained_path
 from rlcore.utils.checkpoint import seed_everything
 from rlcore.utils.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import PlayCfg
-from rlcore.utils.export import read_onnx_interface
+from rlcore.utils.export import STATE_INPUTS, read_onnx_interface
 from rlcore.utils.run_files import RunInfo, load_run, make_run_env, make_run_policy
 from rlcore.utils.video import VideoWriter, control_period, render_frame  # rlcore.export imports control_period here
 
@@ -63,7 +63,14 @@ class OnnxActor:
 
     @classmethod
     def for_policy(cls, path: str, policy, num_envs: int) -> OnnxActor:
-        """``path`` run in place of the checkpoint's torch ``policy``; its inputs must be the policy's."""
+        """``path`` run in place of the checkpoint's torch ``policy``; its inputs must be the policy's (a file exported
+        with a command integral has its state ``u_in`` besides them: it is driven by its own interface)."""
+        try:
+            meta = read_onnx_interface(path)
+        except Exception:  # not an ONNX file: _onnx_session below says so in one line
+            meta = {}
+        if meta.get("command_integral"):
+            return cls.from_interface(path, meta, num_envs)
         session = _onnx_session(path)
         reference = policy.as_onnx()
         expected = {name: tuple(x.shape) for name, x in zip(reference.input_names, reference.example_inputs)}
@@ -72,7 +79,7 @@ class OnnxActor:
             raise UserError(f"onnx={path} does not match the checkpoint's policy ({type(policy).__name__}): "
                             + "; ".join(problems) + ".")
         groups_2d = list(policy.obs_groups_2d)
-        state = {n: (expected[n][0], expected[n][2]) for n in reference.input_names if n in ("h_in", "c_in")}
+        state = {n: (expected[n][0], expected[n][2]) for n in reference.input_names if n in STATE_INPUTS}
         return cls(session, list(policy.obs_groups_1d), [n for n in reference.input_names if n in groups_2d], state,
                    num_envs)
 
@@ -126,7 +133,7 @@ def _input_mismatches(expected: dict[str, tuple], given: dict[str, tuple]) -> li
     problems += [f"unexpected input '{n}'" for n in given if n not in expected]
     for name, shape in expected.items():
         if name in given and len(given[name]) == len(shape):
-            batch_axis = 1 if name in ("h_in", "c_in") else 0
+            batch_axis = 1 if name in STATE_INPUTS else 0
             for axis, (a, b) in enumerate(zip(given[name], shape)):
                 if axis != batch_axis and isinstance(a, int) and a != b:
                     problems.append(f"input '{name}' has shape {list(given[name])}, the policy needs "

@@ -50,7 +50,9 @@ def export_jit(script_module: torch.jit.ScriptModule, path: str | os.PathLike) -
 #: Prefix of the ``metadata_props`` keys rlcore writes; each value is one JSON document.
 METADATA_PREFIX = "rlcore."
 
-_STATE_INPUTS = ("h_in", "c_in")
+#: Names of the recurrent state inputs of an exported graph (each ``[L, batch, H]``, zeros at an episode start, fed
+#: back from the output of the same name with ``_out``): an RNN's ``h_in`` / ``c_in``, the command integral's ``u_in``.
+STATE_INPUTS = ("h_in", "c_in", "u_in")
 
 
 def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | None = None) -> dict:
@@ -73,7 +75,7 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
     shapes = {n: list(x.shape) for n, x in zip(module.input_names, module.example_inputs)}
     inputs, states = [], []
     for name in module.input_names:
-        if name in _STATE_INPUTS:
+        if name in STATE_INPUTS:
             shape = [shapes[name][0], "batch", shapes[name][2]]
             states.append({"input": name, "output": name.replace("_in", "_out"), "shape": shape})
         else:
@@ -94,6 +96,8 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
     }
     if getattr(module, "rnn_type", None):
         meta["rnn_type"] = module.rnn_type
+    if callable(getattr(module, "metadata", None)):  # e.g. the command integral's gain and law
+        meta["command_integral"] = module.metadata()
     step_dt = getattr(env, "step_dt", None)
     if isinstance(step_dt, (int, float)):
         meta["control_dt"] = float(step_dt)

@@ -1,0 +1,134 @@
+"""The command integral in the exported graph (rlcore.models.command_integral, ``export command_integral_gain=``):
+the policy is shown its command shifted by ``u`` (current and history frames), ``u`` integrates ``cmd - estimate``
+within its limit, the ONNX file carries ``u_in``/``u_out`` as a recurrent state that the robustness tool feeds back."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rlcore.errors import ConfigError
+
+TINY = ["task=go2", "task.num_envs=8", "runner.num_steps_per_env=8", "runner.max_iterations=1", "logger=none",
+        "model.actor.hidden_dims=[32,32]", "model.critic.hidden_dims=[32,32]", "algorithm.num_mini_batches=2",
+        "algorithm.num_learning_epochs=1", "+task.env.sim.threads=1", "seed=4"]
+
+
+@pytest.fixture(scope="module")
+def go2_run(tmp_path_factory) -> dict:
+    """A one-iteration Go2 run (default actor: history and a base_lin_vel estimator), its policy and env."""
+    from rlcore.train import run
+    from rlcore.utils.cli import compose
+    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
+
+    run_dir = tmp_path_factory.mktemp("command_integral")
+    run(compose(TINY), log_dir=str(run_dir))
+    info = load_run(str(run_dir))
+    env = make_run_env(info, 4, "cpu", 0)
+    yield {"dir": str(run_dir), "info": info, "env": env, "policy": make_run_policy(info, env, "cpu")}
+    env.close()
+
+
+def integral_module(go2_run, gain: float = 2.0, limit: float = 0.3):
+    from rlcore.export import _command_integral_module
+
+    return _command_integral_module(go2_run["policy"], go2_run["env"], {
+        "format": "onnx", "command_integral_gain": gain, "command_integral_limit": limit})
+
+
+def test_the_policy_sees_its_command_shifted_by_u_and_u_integrates_cmd_minus_estimate(go2_run):
+    """With ``u``, the graph's actions are the eager policy's on observations whose command columns (the current
+    frame's and the 5 history frames') are moved by ``u * 2.0`` (the command scale); ``u_out`` is ``u + gain * dt *
+    (cmd - estimate)`` computed by hand from the eager estimator, clipped to the limit."""
+    policy, env = go2_run["policy"], go2_run["env"]
+    module = integral_module(go2_run, gain=2.0, limit=0.3)
+    obs = env.get_observations()
+    x = torch.cat([obs[g] for g in policy.obs_groups_1d], dim=-1)  # [4, 270]
+    u = torch.tensor([[0.1, -0.05], [0.0, 0.0], [-0.2, 0.3], [0.25, 0.1]])
+    actions, u_out = module(x, u.unsqueeze(0))
+    cols_x = [6] + [45 + 6 + 45 * k for k in range(5)]  # vx of the current frame and of each history frame
+    shifted = obs.clone()
+    shifted["policy"][:, 6] += 2.0 * u[:, 0]
+    shifted["policy"][:, 7] += 2.0 * u[:, 1]
+    for col in cols_x[1:]:
+        shifted["policy_history"][:, col - 45] += 2.0 * u[:, 0]
+        shifted["policy_history"][:, col - 45 + 1] += 2.0 * u[:, 1]
+    with torch.no_grad():
+        eager = policy(shifted, stochastic_output=False)
+        estimate = policy.last_estimate[:, :2] / 2.0  # the estimator's base velocity, in m/s
+    torch.testing.assert_close(actions, eager, atol=1e-5, rtol=0)
+    cmd = obs["policy"][:, 6:8] / 2.0  # the command to reach: the unshifted one
+    expected = (u + 2.0 * env.step_dt * (cmd - estimate)).clamp(-0.3, 0.3)
+    torch.testing.assert_close(u_out[0], expected, atol=1e-5, rtol=0)
+    small = integral_module(go2_run, gain=2.0, limit=0.01)(x, u.unsqueeze(0))[1]
+    assert small.abs().max() <= 0.01 + 1e-7  # the limit bounds the correction
+
+
+def test_bad_requests_are_one_line(go2_run):
+    from rlcore.export import _command_integral_module
+    from rlcore.models.command_integral import command_integral_policy
+    from rlcore.utils.cli import UserError
+
+    with pytest.raises(UserError, match="use format=onnx"):
+        _command_integral_module(go2_run["policy"], go2_run["env"], {
+            "format": "jit", "command_integral_gain": 2.0, "command_integral_limit": 0.3})
+    layout = [{"name": "joint_pos", "start": 0, "stop": 12, "scale": 1.0}]
+    with pytest.raises(ConfigError, match="no 'velocity_commands' term; its terms: joint_pos"):
+        command_integral_policy(go2_run["policy"], layout, 2.0, 2.0, 0.02, 0.3)
+    with pytest.raises(ConfigError, match="must be > 0"):
+        command_integral_policy(go2_run["policy"], layout, 2.0, 2.0, 0.02, 0.0)
+    blind = torch.nn.Linear(2, 2)  # no estimator
+    with pytest.raises(ConfigError, match="needs an actor with a base_lin_vel estimator"):
+        command_integral_policy(blind, layout, 2.0, 2.0, 0.02, 0.3)
+
+
+def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustness_tool_carry(go2_run, tmp_path):
+    import onnxruntime as ort
+
+    from rlcore.export import export
+    from rlcore.robustness import evaluate
+    from rlcore.utils.export import read_onnx_interface
+
+    path = tmp_path / "integral.onnx"
+    meta = export({"checkpoint": go2_run["dir"], "output": str(path), "num_envs": 2, "verify_steps": 8,
+                   "command_integral_gain": 3.0})
+    assert meta["verification"]["max_abs_diff"] <= 1e-5 and meta["recurrent"]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["obs", "u_in"]
+    assert [o.name for o in session.get_outputs()] == ["actions", "u_out"]
+    interface = read_onnx_interface(str(path))
+    assert interface["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 2]}]
+    assert interface["command_integral"]["gain"] == 3.0 and interface["command_integral"]["state"] == "u_in"
+    # onnxruntime over a few steps equals the torch module, u fed back
+    module = integral_module(go2_run, gain=3.0)
+    obs = np.random.default_rng(0).normal(size=(3, module.input_size)).astype(np.float32)
+    u_onnx, u_torch = np.zeros((1, 3, 2), np.float32), torch.zeros(1, 3, 2)
+    for _ in range(4):
+        a_onnx, u_onnx = session.run(None, {"obs": obs, "u_in": u_onnx})
+        a_torch, u_torch = module(torch.from_numpy(obs), u_torch)
+        np.testing.assert_allclose(a_onnx, a_torch.detach().numpy(), atol=1e-5)
+    assert np.abs(u_onnx).max() > 0  # the state moved
+    plain = tmp_path / "plain.onnx"
+    export({"checkpoint": go2_run["dir"], "output": str(plain), "num_envs": 2, "verify_steps": 4})
+    assert [i.name for i in ort.InferenceSession(str(plain)).get_inputs()] == ["obs"]  # gain 0: the policy alone
+    out = []
+    result = evaluate(str(path), ["nominal"], commands=[("vx_0.5", (0.5, 0.0, 0.0))], settle_s=0.1, measure_s=0.2,
+                      threads=1, table="none", out=out.append)
+    assert len(result["cases"]) == 1 and out[-1].startswith("robustness: nominal_err=")
+    assert json.loads(json.dumps(interface["command_integral"]))["limit"] == 0.3
+
+
+def test_play_drives_an_integral_file_with_its_checkpoint_and_alone(go2_run, tmp_path):
+    """``play onnx=<integral file> checkpoint=<run>`` and ``play onnx=<file>`` both run it, its state fed back."""
+    from rlcore.export import export
+    from rlcore.play import play
+
+    path = tmp_path / "integral.onnx"
+    export({"checkpoint": go2_run["dir"], "output": str(path), "num_envs": 2, "verify_steps": 4,
+            "command_integral_gain": 2.0})
+    for args in ({"checkpoint": go2_run["dir"], "onnx": str(path)}, {"onnx": str(path)}):
+        result = play({**args, "episodes": 1, "num_envs": 1, "max_steps": 30})
+        assert set(result) >= {"returns", "lengths"}  # with the checkpoint it was refused before: input 'u_in'
