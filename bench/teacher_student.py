@@ -185,6 +185,7 @@ def closed_loop_diff(run_dir: str, onnx_path: str, steps: int, num_envs: int, se
     import onnxruntime as ort
     import torch
 
+    from rlcore.models.command_integral import integral_from_interface
     from rlcore.utils.export import read_onnx_interface
     from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
 
@@ -192,6 +193,8 @@ def closed_loop_diff(run_dir: str, onnx_path: str, steps: int, num_envs: int, se
     info = load_run(run_dir)
     env = make_run_env(info, num_envs, "cpu", seed)
     policy = make_run_policy(info, env, "cpu")
+    loop = integral_from_interface(policy, meta)  # a file with an integral loop: its torch twin is the reference
+    u = torch.zeros(1, num_envs, 2)
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
@@ -207,13 +210,18 @@ def closed_loop_diff(run_dir: str, onnx_path: str, steps: int, num_envs: int, se
             for _ in range(steps):
                 flat = torch.cat([obs[g] for g in groups], dim=-1).float().numpy()
                 outputs = dict(zip(output_names, session.run(None, {"obs": flat, **state})))
-                eager = policy(obs, stochastic_output=False).numpy()
+                if loop is None:
+                    eager = policy(obs, stochastic_output=False).numpy()
+                else:
+                    eager, u = loop(torch.from_numpy(flat), u)
+                    eager = eager.numpy()
                 worst = max(worst, float(np.abs(outputs["actions"] - eager).max()))
                 obs, _, dones, _ = env.step(torch.from_numpy(outputs["actions"]))
                 done = dones.numpy().astype(bool)
                 for s in meta["recurrent_state"]:
                     state[s["input"]] = outputs[s["output"]]
                     state[s["input"]][:, done] = 0.0
+                u[:, torch.from_numpy(done)] = 0.0
                 policy.reset(dones)
     finally:
         env.close()

@@ -194,9 +194,8 @@ def export(args: dict) -> dict:
 
     recorded, observations, reference = record_stream(policy, env, device, int(args["verify_steps"]))
     rtol, atol = float(args["rtol"]), float(args["atol"])
-    module = None
-    if float(args["command_integral_gain"]) > 0:  # the graph is the policy plus its integral loop: check against that
-        module = _command_integral_module(policy, env, args)
+    module = _command_integral_module(policy, env, args)
+    if module is not None:  # the graph is the policy plus its integral loop: check the file against that
         reference = _stateful_reference(module, recorded)
     worst = _write_and_verify(fmt, policy, env, info, output, recorded, reference, rtol, atol, module)
 
@@ -252,22 +251,16 @@ def record_stream(policy, env, device: str, steps: int) -> tuple[list, list, lis
 
 
 def _command_integral_module(policy, env, args: dict):
-    """The policy with its integral loop on the command (:mod:`rlcore.models.command_integral`), from the task's
-    observation layout; ONNX only."""
-    from rlcore.models.command_integral import command_integral_policy
-    from rlcore.utils.export import obs_layout
+    """The policy with its integral loop on the command (:func:`rlcore.models.command_integral.integral_for`: the
+    task's default when ``command_integral_gain`` is null, none at 0), or None; ONNX only."""
+    from rlcore.models.command_integral import integral_for
 
+    gain, limit = args.get("command_integral_gain"), args.get("command_integral_limit")
     if str(args["format"]) != "onnx":
-        raise UserError("command_integral_gain > 0 is written into an ONNX graph: use format=onnx.")
-    interface = env.deployment_interface() if callable(getattr(env, "deployment_interface", None)) else {}
-    groups = interface.get("observation_groups") or {}
-    layout = obs_layout(list(getattr(policy, "obs_groups_1d", [])), groups)
-    velocity = ((groups.get("base_lin_vel") or {}).get("terms") or [{}])[0].get("scale")
-    if layout is None or velocity is None:
-        raise UserError(f"command_integral_gain: the task {type(env).__name__} does not describe its observation "
-                        "terms and base_lin_vel scale (deployment_interface()); it needs task=go2's interface.")
-    return command_integral_policy(policy, layout, float(velocity), float(args["command_integral_gain"]),
-                                   float(env.step_dt), float(args["command_integral_limit"]))
+        if gain:
+            raise UserError("command_integral_gain > 0 is written into an ONNX graph: use format=onnx.")
+        return None
+    return integral_for(policy, env, None if gain is None else float(gain), None if limit is None else float(limit))
 
 
 def _stateful_reference(module, recorded: list) -> list:

@@ -89,6 +89,9 @@ def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale
         ConfigError: a model without such an estimator, or an input without a velocity command term.
     """
     estimator = getattr(model, "estimator", None)
+    if getattr(model, "is_recurrent", False):
+        raise ConfigError(f"command_integral_gain: {type(model).__name__} is recurrent; the integral loop is written "
+                          "around a feed-forward actor (MLPModel) with a base_lin_vel estimator.")
     if estimator is None or list(estimator.target_groups) != ["base_lin_vel"]:
         raise ConfigError(f"command_integral_gain needs an actor with a base_lin_vel estimator (estimator_cfg); "
                           f"this {type(model).__name__} has {'none' if estimator is None else estimator.target_groups}.")
@@ -108,4 +111,49 @@ def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale
                                  limit).eval()
 
 
-__all__ = ["STATE_INPUT", "STATE_OUTPUT", "CommandIntegralPolicy", "command_integral_policy"]
+def integral_for(policy: nn.Module, env, gain: float | None = None,
+                 limit: float | None = None) -> CommandIntegralPolicy | None:
+    """The exported graph of ``policy`` with its integral loop, or None for the policy alone.
+
+    ``gain`` None: the task's default (``env.command_integral()``, e.g. Go2's ``commands.integral_gain``), applied
+    when the policy can carry it (a feed-forward actor with a ``base_lin_vel`` estimator over a ``velocity_commands``
+    term; a recurrent model, a distilled student or a task without the method: None). ``gain`` 0: None. ``gain`` > 0: required, so a policy
+    that cannot carry it is a ConfigError. ``limit`` None: the task's default, else 0.3 m/s.
+    """
+    from rlcore.utils.export import obs_layout
+
+    defaults = env.command_integral() if callable(getattr(env, "command_integral", None)) else {}
+    requested = gain is not None
+    gain = float(defaults.get("gain", 0.0) if gain is None else gain)
+    limit = float(defaults.get("limit", 0.3) if limit is None else limit)
+    if gain <= 0:
+        return None
+    interface = env.deployment_interface() if callable(getattr(env, "deployment_interface", None)) else {}
+    groups = interface.get("observation_groups") or {}
+    layout = obs_layout(list(getattr(policy, "obs_groups_1d", [])), groups)
+    velocity = ((groups.get("base_lin_vel") or {}).get("terms") or [{}])[0].get("scale")
+    estimator = getattr(policy, "estimator", None)
+    recurrent = bool(getattr(policy, "is_recurrent", False))  # an RNN's estimator reads its memory, not obs
+    supported = (layout is not None and velocity is not None and estimator is not None and not recurrent
+                 and list(estimator.target_groups) == ["base_lin_vel"])
+    if not supported and not requested:
+        return None
+    if layout is None or velocity is None:
+        raise ConfigError(f"command_integral_gain: the task {type(env).__name__} does not describe its observation "
+                          "terms and base_lin_vel scale (deployment_interface()); it needs task=go2's interface.")
+    return command_integral_policy(policy, layout, float(velocity), gain, float(env.step_dt), limit)
+
+
+def integral_from_interface(policy: nn.Module, meta: dict) -> CommandIntegralPolicy | None:
+    """The torch twin of an exported file's integral loop (its ``rlcore.*`` metadata: ``command_integral``,
+    ``obs_layout``, ``observation_groups``) around ``policy``; None when the file has no loop."""
+    loop = meta.get("command_integral")
+    if not loop:
+        return None
+    velocity = meta["observation_groups"]["base_lin_vel"]["terms"][0]["scale"]
+    return command_integral_policy(policy, meta["obs_layout"], float(velocity), float(loop["gain"]),
+                                   float(loop["dt"]), float(loop["limit"]))
+
+
+__all__ = ["STATE_INPUT", "STATE_OUTPUT", "CommandIntegralPolicy", "command_integral_policy", "integral_for",
+           "integral_from_interface"]

@@ -310,11 +310,12 @@ class ExportCfg:
     device: str = "cpu"  # where the env runs while recording
     seed: int = 0  # seeds the env that records the verification observations
     threads: Optional[int] = None  # torch CPU threads (null: all cores)
-    # > 0: integral action in the ONNX graph (rlcore.models.command_integral): the policy is shown cmd + u, with
+    # Integral action in the ONNX graph (rlcore.models.command_integral): the policy is shown cmd + u, with
     # u += gain * dt * (cmd - its own velocity estimate), |u| <= limit; u is a state input/output (u_in/u_out).
-    # Needs an actor with a base_lin_vel estimator and a velocity_commands observation term (task=go2).
-    command_integral_gain: float = 0.0  # [1/s]; 0: off (the graph is the policy alone)
-    command_integral_limit: float = 0.3  # [m/s] per axis
+    # null: the task's default (task=go2: commands.integral_gain, 2.0) where the policy can carry it (an actor with
+    # a base_lin_vel estimator; not a distilled student); 0: the policy alone; > 0: required.
+    command_integral_gain: Optional[float] = None  # [1/s]
+    command_integral_limit: Optional[float] = None  # [m/s] per axis (null: the task's, else 0.3)
 
 
 # ============================================================================ the defaults, as others read them

@@ -74,6 +74,14 @@ class CommandsCfg:
     ang_vel_yaw: list[float] = field(default_factory=lambda: [-1.0, 1.0])
     heading: list[float] = field(default_factory=lambda: [-3.14159, 3.14159])
     zero_below: float = 0.2  # xy commands with a norm under this become 0 (standing still is a skill too)
+    # The exported policy's integral loop on the planar command (rlcore.models.command_integral; training does not
+    # use it): the policy is shown cmd + u, u += integral_gain * dt * (cmd - its own velocity estimate), |u| <=
+    # integral_limit, so a robot that differs from the training pool's average still reaches the command. 0: the
+    # policy alone. Measured (rlcore.robustness, default teachers of seeds 1 / 2, iteration 369): without it nominal
+    # 0.062 / 0.068, mean 0.072 / 0.074, worst 0.101 / 0.101; gain 2: 0.055 / 0.056, 0.060 / 0.059, 0.082 / 0.078,
+    # no falls; gain 4 and more: falls on the harshest robots.
+    integral_gain: float = 2.0  # [1/s]
+    integral_limit: float = 0.3  # [m/s] per axis
 
 
 @dataclass

@@ -506,6 +506,12 @@ class Go2Env(VecEnv):
             self.policy_history.copy_(torch.cat([self.last_policy_obs.unsqueeze(1), self.policy_history[:, :-1]], dim=1))
 
     # ------------------------------------------------------------------ deployment
+    def command_integral(self) -> dict:
+        """The exported policy's default integral loop on the command (``rlcore.models.command_integral``):
+        ``{"gain": [1/s], "limit": [m/s]}`` from ``commands.integral_gain`` / ``integral_limit`` (gain 0: none)."""
+        c = self.cfg_task.commands
+        return {"gain": float(c.integral_gain), "limit": float(c.integral_limit)}
+
     def deployment_interface(self) -> dict:
         """How to run a policy of this task on a Go2, as plain JSON-able data (optional ``VecEnv`` method).
 

@@ -123,7 +123,9 @@ def test_play_go2_writes_an_mp4(go2_played, go2_run):
 
 @pytest.fixture(scope="module")
 def go2_exported(go2_run):
-    meta, proc = export_onnx(go2_run["dir"])
+    # the policy alone (command_integral_gain=0): its ONNX actions are the torch policy's; the default Go2 export adds
+    # the integral loop on the command, tested in tests/models/test_command_integral_graph.py
+    meta, proc = export_onnx(go2_run["dir"], "command_integral_gain=0")
     return {"meta": meta, "proc": proc, "path": go2_run["dir"] / "exported" / "policy.onnx"}
 
 

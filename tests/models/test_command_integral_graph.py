@@ -5,6 +5,7 @@ within its limit, the ONNX file carries ``u_in``/``u_out`` as a recurrent state 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,7 +113,8 @@ def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustnes
         np.testing.assert_allclose(a_onnx, a_torch.detach().numpy(), atol=1e-5)
     assert np.abs(u_onnx).max() > 0  # the state moved
     plain = tmp_path / "plain.onnx"
-    export({"checkpoint": go2_run["dir"], "output": str(plain), "num_envs": 2, "verify_steps": 4})
+    export({"checkpoint": go2_run["dir"], "output": str(plain), "num_envs": 2, "verify_steps": 4,
+            "command_integral_gain": 0})
     assert [i.name for i in ort.InferenceSession(str(plain)).get_inputs()] == ["obs"]  # gain 0: the policy alone
     out = []
     result = evaluate(str(path), ["nominal"], commands=[("vx_0.5", (0.5, 0.0, 0.0))], settle_s=0.1, measure_s=0.2,
@@ -132,3 +134,25 @@ def test_play_drives_an_integral_file_with_its_checkpoint_and_alone(go2_run, tmp
     for args in ({"checkpoint": go2_run["dir"], "onnx": str(path)}, {"onnx": str(path)}):
         result = play({**args, "episodes": 1, "num_envs": 1, "max_steps": 30})
         assert set(result) >= {"returns", "lengths"}  # with the checkpoint it was refused before: input 'u_in'
+
+
+def test_go2_exports_carry_the_tasks_loop_by_default(go2_run, tmp_path):
+    """Without the key, ``rlcore.export`` and the policy.onnx written at the end of training both carry Go2's
+    ``commands.integral_gain`` (2.0) and ``integral_limit`` (0.3); a pendulum policy has no loop to carry."""
+    from rlcore.export import export
+    from rlcore.models.command_integral import integral_for
+    from rlcore.utils.export import read_onnx_interface
+
+    default = tmp_path / "default.onnx"
+    export({"checkpoint": go2_run["dir"], "output": str(default), "num_envs": 2, "verify_steps": 4})
+    trained = read_onnx_interface(str(Path(go2_run["dir"]) / "policy.onnx"))
+    for meta in (read_onnx_interface(str(default)), trained):
+        assert meta["command_integral"]["gain"] == 2.0 and meta["command_integral"]["limit"] == 0.3
+        assert [i["name"] for i in meta["inputs"]] == ["obs", "u_in"]
+
+    class Pendulum:  # a task without command_integral() / a velocity command
+        step_dt = 0.05
+
+    assert integral_for(go2_run["policy"], Pendulum()) is None
+    with pytest.raises(ConfigError, match="does not describe its observation terms"):
+        integral_for(go2_run["policy"], Pendulum(), gain=2.0)  # asked for explicitly: refused in one line
