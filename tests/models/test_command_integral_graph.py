@@ -120,7 +120,7 @@ def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustnes
     result = evaluate(str(path), ["nominal"], commands=[("vx_0.5", (0.5, 0.0, 0.0))], settle_s=0.1, measure_s=0.2,
                       threads=1, table="none", out=out.append)
     assert len(result["cases"]) == 1 and out[-1].startswith("robustness: nominal_err=")
-    assert json.loads(json.dumps(interface["command_integral"]))["limit"] == 0.3
+    assert json.loads(json.dumps(interface["command_integral"]))["limit"] == 0.15  # the task default limit
 
 
 def test_play_drives_an_integral_file_with_its_checkpoint_and_alone(go2_run, tmp_path):
@@ -138,7 +138,7 @@ def test_play_drives_an_integral_file_with_its_checkpoint_and_alone(go2_run, tmp
 
 def test_go2_exports_carry_the_tasks_loop_by_default(go2_run, tmp_path):
     """Without the key, ``rlcore.export`` and the policy.onnx written at the end of training both carry Go2's
-    ``commands.integral_gain`` (2.0) and ``integral_limit`` (0.3); a pendulum policy has no loop to carry."""
+    ``commands.integral_gain`` (2.0) and ``integral_limit`` (0.15); a pendulum policy has no loop to carry."""
     from rlcore.export import export
     from rlcore.models.command_integral import integral_for
     from rlcore.utils.export import read_onnx_interface
@@ -147,7 +147,7 @@ def test_go2_exports_carry_the_tasks_loop_by_default(go2_run, tmp_path):
     export({"checkpoint": go2_run["dir"], "output": str(default), "num_envs": 2, "verify_steps": 4})
     trained = read_onnx_interface(str(Path(go2_run["dir"]) / "policy.onnx"))
     for meta in (read_onnx_interface(str(default)), trained):
-        assert meta["command_integral"]["gain"] == 2.0 and meta["command_integral"]["limit"] == 0.3
+        assert meta["command_integral"]["gain"] == 2.0 and meta["command_integral"]["limit"] == 0.15
         assert [i["name"] for i in meta["inputs"]] == ["obs", "u_in"]
 
     class Pendulum:  # a task without command_integral() / a velocity command
