@@ -22,6 +22,23 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
+#: A one-iteration ``task=go2`` run with tiny networks (the default actor: history and a base_lin_vel estimator).
+TINY_GO2 = ["task=go2", "task.num_envs=8", "runner.num_steps_per_env=8", "runner.max_iterations=1", "logger=none",
+            "model.actor.hidden_dims=[32,32]", "model.critic.hidden_dims=[32,32]", "algorithm.num_mini_batches=2",
+            "algorithm.num_learning_epochs=1", "+task.env.sim.threads=1", "seed=3"]
+
+
+@pytest.fixture(scope="session")
+def tiny_go2_run(tmp_path_factory) -> str:
+    """The directory of a :data:`TINY_GO2` run (checkpoint, config, policy.onnx), trained once per session."""
+    from rlcore.train import run
+    from rlcore.utils.cli import compose
+
+    run_dir = tmp_path_factory.mktemp("tiny_go2")
+    run(compose(TINY_GO2), log_dir=str(run_dir))
+    return str(run_dir)
+
+
 # Per-env shapes of the observation groups used by the model tests.
 OBS_SHAPES: dict[str, tuple[int, ...]] = {
     "policy": (7,),

@@ -3,27 +3,9 @@ zero correction limit), a gain moves the command shown to the policy within its 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+import command_integral
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import command_integral  # noqa: E402
-from test_noise_gap import TINY  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> str:
-    from rlcore.train import run
-    from rlcore.utils.cli import compose
-
-    run_dir = tmp_path_factory.mktemp("command_integral")
-    run(compose(TINY), log_dir=str(run_dir))
-    return str(run_dir)
 
 
 def integral(checkpoint: str, *extra: str) -> dict:

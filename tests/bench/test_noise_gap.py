@@ -4,30 +4,10 @@ zero and differs from it with the policy's own std; the estimator column reads t
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
+import noise_gap
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import noise_gap  # noqa: E402
-
-TINY = ["task=go2", "task.num_envs=8", "runner.num_steps_per_env=8", "runner.max_iterations=1", "logger=none",
-        "model.actor.hidden_dims=[32,32]", "model.critic.hidden_dims=[32,32]", "algorithm.num_mini_batches=2",
-        "algorithm.num_learning_epochs=1", "+task.env.sim.threads=1", "seed=3"]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> str:
-    from rlcore.train import run
-    from rlcore.utils.cli import compose
-
-    run_dir = tmp_path_factory.mktemp("noise_gap")
-    run(compose(TINY), log_dir=str(run_dir))
-    return str(run_dir)
 
 
 def gap(checkpoint: str, *extra: str) -> dict:

@@ -13,23 +13,15 @@ import torch
 
 from rlcore.errors import ConfigError
 
-TINY = ["task=go2", "task.num_envs=8", "runner.num_steps_per_env=8", "runner.max_iterations=1", "logger=none",
-        "model.actor.hidden_dims=[32,32]", "model.critic.hidden_dims=[32,32]", "algorithm.num_mini_batches=2",
-        "algorithm.num_learning_epochs=1", "+task.env.sim.threads=1", "seed=4"]
-
 
 @pytest.fixture(scope="module")
-def go2_run(tmp_path_factory) -> dict:
-    """A one-iteration Go2 run (default actor: history and a base_lin_vel estimator), its policy and env."""
-    from rlcore.train import run
-    from rlcore.utils.cli import compose
+def go2_run(tiny_go2_run) -> dict:
+    """The session's tiny Go2 run (default actor: history and a base_lin_vel estimator), its policy and env."""
     from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
 
-    run_dir = tmp_path_factory.mktemp("command_integral")
-    run(compose(TINY), log_dir=str(run_dir))
-    info = load_run(str(run_dir))
+    info = load_run(tiny_go2_run)
     env = make_run_env(info, 4, "cpu", 0)
-    yield {"dir": str(run_dir), "info": info, "env": env, "policy": make_run_policy(info, env, "cpu")}
+    yield {"dir": tiny_go2_run, "info": info, "env": env, "policy": make_run_policy(info, env, "cpu")}
     env.close()
 
 
@@ -104,9 +96,10 @@ def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustnes
     assert interface["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 2]}]
     assert interface["command_integral"]["gain"] == 3.0 and interface["command_integral"]["state"] == "u_in"
     # onnxruntime over a few steps equals the torch module, u fed back
-    module = integral_module(go2_run, gain=3.0)
-    obs = np.random.default_rng(0).normal(size=(3, module.input_size)).astype(np.float32)
-    u_onnx, u_torch = np.zeros((1, 3, 2), np.float32), torch.zeros(1, 3, 2)
+    module = integral_module(go2_run, gain=3.0, limit=0.15)  # the file: gain 3, the task's limit
+    groups = go2_run["env"].get_observations()
+    obs = torch.cat([groups[g] for g in go2_run["policy"].obs_groups_1d], dim=-1).numpy()  # [4, 270], the task's
+    u_onnx, u_torch = np.zeros((1, 4, 2), np.float32), torch.zeros(1, 4, 2)
     for _ in range(4):
         a_onnx, u_onnx = session.run(None, {"obs": obs, "u_in": u_onnx})
         a_torch, u_torch = module(torch.from_numpy(obs), u_torch)
