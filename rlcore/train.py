@@ -405,13 +405,17 @@ def sweep_jobs(overrides: list[str]) -> list[list[str]] | None:
     sweep it cannot list), which is then left to Hydra."""
     if any(o.lstrip("+~").startswith(("hydra/sweeper", "hydra.sweeper")) for o in overrides):
         return None
+    from hydra.errors import HydraException
+
     try:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
-
+    except ImportError:  # a Hydra without this (internal) API: each job is planned when it starts
+        return None
+    try:
         parsed = OverridesParser.create().parse_overrides(overrides)
         return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-    except Exception:  # an override Hydra will report itself, or a Hydra without this API
+    except HydraException:  # an override Hydra reports itself (a parse error, an interval sweep)
         return None
 
 

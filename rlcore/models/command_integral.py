@@ -79,6 +79,25 @@ class CommandIntegralPolicy(ExportedPolicy):
                        "-limit, limit); u = 0 at an episode start"}
 
 
+def _cannot_carry(model: nn.Module) -> str | None:
+    """Why ``model`` cannot carry the loop (None when it can): it needs a feed-forward actor whose estimator reads
+    ``obs`` and regresses ``base_lin_vel``."""
+    if getattr(model, "is_recurrent", False):  # an RNN's estimator reads its memory, not obs
+        return (f"{type(model).__name__} is recurrent; the integral loop is written around a feed-forward actor "
+                "(MLPModel) with a base_lin_vel estimator.")
+    estimator = getattr(model, "estimator", None)
+    if estimator is None or list(estimator.target_groups) != ["base_lin_vel"]:
+        return (f"it needs an actor with a base_lin_vel estimator (estimator_cfg); this {type(model).__name__} has "
+                f"{'none' if estimator is None else estimator.target_groups}.")
+    return None
+
+
+def _velocity_scale(groups: dict) -> float | None:
+    """The observation scale of ``base_lin_vel`` in a task's described groups (None if not described)."""
+    scale = ((groups.get("base_lin_vel") or {}).get("terms") or [{}])[0].get("scale")
+    return None if scale is None else float(scale)
+
+
 def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale: float, gain: float, dt: float,
                             limit: float) -> CommandIntegralPolicy:
     """The :class:`CommandIntegralPolicy` of ``model`` (an MLPModel with a ``base_lin_vel`` estimator), its command
@@ -88,13 +107,9 @@ def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale
     Raises:
         ConfigError: a model without such an estimator, or an input without a velocity command term.
     """
-    estimator = getattr(model, "estimator", None)
-    if getattr(model, "is_recurrent", False):
-        raise ConfigError(f"command_integral_gain: {type(model).__name__} is recurrent; the integral loop is written "
-                          "around a feed-forward actor (MLPModel) with a base_lin_vel estimator.")
-    if estimator is None or list(estimator.target_groups) != ["base_lin_vel"]:
-        raise ConfigError(f"command_integral_gain needs an actor with a base_lin_vel estimator (estimator_cfg); "
-                          f"this {type(model).__name__} has {'none' if estimator is None else estimator.target_groups}.")
+    problem = _cannot_carry(model)
+    if problem:
+        raise ConfigError(f"command_integral_gain: {problem}")
     if not gain > 0 or not limit > 0:
         raise ConfigError(f"command_integral_gain={gain}, command_integral_limit={limit}: both must be > 0.")
     terms = [t for t in layout if t["name"].split("@")[0] == "velocity_commands"]
@@ -131,17 +146,14 @@ def integral_for(policy: nn.Module, env, gain: float | None = None,
     interface = env.deployment_interface() if callable(getattr(env, "deployment_interface", None)) else {}
     groups = interface.get("observation_groups") or {}
     layout = obs_layout(list(getattr(policy, "obs_groups_1d", [])), groups)
-    velocity = ((groups.get("base_lin_vel") or {}).get("terms") or [{}])[0].get("scale")
-    estimator = getattr(policy, "estimator", None)
-    recurrent = bool(getattr(policy, "is_recurrent", False))  # an RNN's estimator reads its memory, not obs
-    supported = (layout is not None and velocity is not None and estimator is not None and not recurrent
-                 and list(estimator.target_groups) == ["base_lin_vel"])
-    if not supported and not requested:
+    velocity = _velocity_scale(groups)
+    described = layout is not None and velocity is not None
+    if not requested and not (described and _cannot_carry(policy) is None):
         return None
-    if layout is None or velocity is None:
+    if not described:
         raise ConfigError(f"command_integral_gain: the task {type(env).__name__} does not describe its observation "
                           "terms and base_lin_vel scale (deployment_interface()); it needs task=go2's interface.")
-    return command_integral_policy(policy, layout, float(velocity), gain, float(env.step_dt), limit)
+    return command_integral_policy(policy, layout, velocity, gain, float(env.step_dt), limit)
 
 
 def integral_from_interface(policy: nn.Module, meta: dict) -> CommandIntegralPolicy | None:
@@ -150,9 +162,8 @@ def integral_from_interface(policy: nn.Module, meta: dict) -> CommandIntegralPol
     loop = meta.get("command_integral")
     if not loop:
         return None
-    velocity = meta["observation_groups"]["base_lin_vel"]["terms"][0]["scale"]
-    return command_integral_policy(policy, meta["obs_layout"], float(velocity), float(loop["gain"]),
-                                   float(loop["dt"]), float(loop["limit"]))
+    return command_integral_policy(policy, meta["obs_layout"], _velocity_scale(meta["observation_groups"]),
+                                   float(loop["gain"]), float(loop["dt"]), float(loop["limit"]))
 
 
 __all__ = ["STATE_INPUT", "STATE_OUTPUT", "CommandIntegralPolicy", "command_integral_policy", "integral_for",

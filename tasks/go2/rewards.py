@@ -43,7 +43,7 @@ def tracking_lin_vel_abs(env) -> torch.Tensor:
     """|v_xy_cmd - v_xy| [m/s] (a penalty: negative weight): the planar error itself, the quantity that
     ``rlcore.robustness`` averages. Its slope does not vanish near zero, unlike the Gaussian kernels', so it keeps
     pulling on the last few cm/s of bias and sway once the robot walks, while the wide kernel drives learning early."""
-    return torch.sqrt(_planar_velocity_error_sq(env) + 1e-8)  # 1e-4 m/s floor: a finite slope at 0 (no NaN grads)
+    return torch.sqrt(_planar_velocity_error_sq(env) + 1e-8)  # a 1e-4 m/s floor under the root
 
 
 def lin_vel_sway(env) -> torch.Tensor:
