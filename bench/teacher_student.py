@@ -194,7 +194,7 @@ def closed_loop_diff(run_dir: str, onnx_path: str, steps: int, num_envs: int, se
     env = make_run_env(info, num_envs, "cpu", seed)
     policy = make_run_policy(info, env, "cpu")
     loop = integral_from_interface(policy, meta)  # a file with an integral loop: its torch twin is the reference
-    u = torch.zeros(1, num_envs, 2)
+    loop_state = loop.initial_state(num_envs) if loop is not None else ()
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
@@ -213,7 +213,7 @@ def closed_loop_diff(run_dir: str, onnx_path: str, steps: int, num_envs: int, se
                 if loop is None:
                     eager = policy(obs, stochastic_output=False).numpy()
                 else:
-                    eager, u = loop(torch.from_numpy(flat), u)
+                    eager, *loop_state = loop(torch.from_numpy(flat), *loop_state)
                     eager = eager.numpy()
                 worst = max(worst, float(np.abs(outputs["actions"] - eager).max()))
                 obs, _, dones, _ = env.step(torch.from_numpy(outputs["actions"]))
@@ -221,7 +221,8 @@ def closed_loop_diff(run_dir: str, onnx_path: str, steps: int, num_envs: int, se
                 for s in meta["recurrent_state"]:
                     state[s["input"]] = outputs[s["output"]]
                     state[s["input"]][:, done] = 0.0
-                u[:, torch.from_numpy(done)] = 0.0
+                for x in loop_state:
+                    x[:, torch.from_numpy(done)] = 0.0
                 policy.reset(dones)
     finally:
         env.close()

@@ -111,8 +111,8 @@ def describe(policy, obs, fmt: str, info, output: str, env=None, module=None) ->
         "normalizer": normalizer,
         "deterministic": True,
         "torch_version": torch.__version__,
-        "usage": ("onnxruntime: session.run(None, {input name: array}); recurrent state h_in/c_in starts at zeros "
-                  "and is fed back from h_out/c_out" if fmt == "onnx" else
+        "usage": ("onnxruntime: session.run(None, {input name: array}); recurrent state (h_in/c_in, the command "
+                  "integral's u_in) starts at zeros and is fed back from h_out/c_out/u_out" if fmt == "onnx" else
                   "torch.jit.load(file)(*inputs) in the order of 'inputs'; recurrent modules keep their state, "
                   "call reset() to zero it"),
     }
@@ -264,14 +264,15 @@ def _command_integral_module(policy, env, args: dict):
 
 
 def _stateful_reference(module, recorded: list) -> list:
-    """``module``'s actions on the recorded stream, its state ``u`` carried from zeros (each env one sequence)."""
+    """``module``'s actions on the recorded stream, its states (``u``, and an RNN's memory) carried from zeros
+    (each env one sequence)."""
     import torch
 
-    state = torch.zeros(1, recorded[0][0].shape[0], 2)
+    state = module.initial_state(recorded[0][0].shape[0])
     reference = []
     with torch.no_grad():
         for inputs in recorded:
-            actions, state = module(*inputs, state)
+            actions, *state = module(*inputs, *state)
             reference.append(actions.float())
     return reference
 

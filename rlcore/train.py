@@ -122,8 +122,9 @@ def _translate(c: dict, teacher_ckpt: dict | None, resume_ckpt: dict | None) -> 
 
 def _add_teacher(train: dict, teacher_ckpt: dict | None, resume_ckpt: dict | None) -> None:
     """Distillation: the teacher's model config and observation sets, from the teacher's PPO checkpoint (or the
-    resumed distillation checkpoint); the student reads the task's ``student`` set, else its ``actor`` set, and
-    leaves out the ``estimator_cfg`` a task may give its PPO actor (a state estimator is trained by PPO only)."""
+    resumed distillation checkpoint); the student reads the task's ``student`` set, else its ``actor`` set, and keeps
+    the ``estimator_cfg`` a task gives its actor (task=go2: a base-velocity estimator, trained during distillation,
+    that the exported student's integral loop reads)."""
     resumed = (resume_ckpt or {}).get("train_cfg") or {}
     if teacher_ckpt is not None:
         saved = teacher_ckpt.get("train_cfg") or {}
@@ -138,8 +139,6 @@ def _add_teacher(train: dict, teacher_ckpt: dict | None, resume_ckpt: dict | Non
     else:
         raise UserError("algorithm=distillation needs a trained teacher: add teacher=<path to a PPO "
                         "model_<it>.pt or its run directory> (train one first with algorithm=ppo).")
-    if train["student"].get("estimator_cfg") is not None:  # a task's actor estimator (task=go2): PPO-only
-        train["student"] = {**train["student"], "estimator_cfg": None}
     groups = train["obs_groups"]
     train["teacher"] = teacher
     train["obs_groups"] = {"student": groups.get("student", groups.get("actor", ["policy"])),

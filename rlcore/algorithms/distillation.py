@@ -33,7 +33,10 @@ class Distillation:
 
     Args (rsl_rl's, in its order, then rlcore's):
         student: student model (obs set "student"); with a ``distribution_cfg`` it acts stochastically,
-            without one it acts with its deterministic output.
+            without one it acts with its deterministic output. A student with a state estimator (``estimator_cfg``)
+            trains it here too: ``loss_coef * MSE(estimate, target groups)`` joins each step's loss (logged as
+            ``estimator``), so a deployed student can close a loop on its estimate
+            (:mod:`rlcore.models.command_integral`).
         teacher: teacher model (obs set "teacher"), loaded from a PPO checkpoint's actor and frozen. It only
             ever gives its deterministic output, so its distribution's ``init_std`` does not matter (0 is fine).
         storage: rollout storage of type "distillation".
@@ -77,9 +80,6 @@ class Distillation:
             raise ConfigError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
         if int(gradient_length) < 1:
             raise ConfigError(f"gradient_length must be >= 1, got {gradient_length}.")
-        if getattr(student, "estimator", None) is not None:
-            raise ConfigError("The distillation student has an estimator_cfg, which only PPO trains; remove it (a "
-                              "teacher with an estimator is fine: its estimate is part of the actions it labels).")
         self.device = device
         self.student, self.teacher, self.storage = student, teacher, storage
         self.teacher.eval()
@@ -138,7 +138,8 @@ class Distillation:
         end_states = (_clone(self.student.get_hidden_state()), _clone(self.teacher.get_hidden_state()))
         autocast = (torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
                     if self.use_bf16 else contextlib.nullcontext())
-        total, count = 0.0, 0
+        estimator = getattr(self.student, "estimator", None)
+        total, total_estimator, count = 0.0, 0.0, 0
         for _ in range(self.num_learning_epochs):
             self.student.reset(hidden_state=_clone(self.rollout_start_states[0]))
             window_loss, window_len = 0.0, 0
@@ -147,8 +148,12 @@ class Distillation:
                     actions = self.student(batch.observations)
                     loss = self.loss_fn(actions.float(), batch.privileged_actions)
                 window_loss = window_loss + loss
-                window_len += 1
                 total += loss.item()
+                if estimator is not None:  # supervised state estimate (true value from the rollout's obs)
+                    mse = self.student.estimator_loss(batch.observations, self.student.last_estimate.float())
+                    window_loss = window_loss + estimator.loss_coef * mse
+                    total_estimator += mse.item()
+                window_len += 1
                 count += 1
                 if window_len == self.gradient_length:
                     self._step(window_loss)
@@ -165,7 +170,10 @@ class Distillation:
         sync = self.is_multi_gpu
         self.student.update_normalization(self.storage.observations, sync=sync)
         self.storage.clear()
-        return {"behavior": total / max(count, 1), "learning_rate": self.learning_rate}
+        losses = {"behavior": total / max(count, 1), "learning_rate": self.learning_rate}
+        if estimator is not None:
+            losses["estimator"] = total_estimator / max(count, 1)
+        return losses
 
     def _step(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)

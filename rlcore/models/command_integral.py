@@ -11,10 +11,15 @@ with
 so the policy walks until its own estimate reads the command. ``u`` is a recurrent state of the graph
 (``u_in [1, B, 2] -> u_out``, named and shaped like an RNN's state, so every rlcore tool that carries ``h_in``
 carries it). Only the policy's own inputs and its estimate are used: nothing a robot does not have.
+
+A recurrent model (RNNModel, e.g. a distilled LSTM student) carries the loop the same way: its estimator reads the
+memory's output, and the graph's states are its own then ``u``: ``(obs, h_in[, c_in], u_in) -> (actions, h_out[,
+c_out], u_out)``.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -27,27 +32,30 @@ STATE_INPUT, STATE_OUTPUT = "u_in", "u_out"
 
 
 class CommandIntegralPolicy(ExportedPolicy):
-    """``(obs [B, D], u_in [1, B, 2]) -> (actions [B, A], u_out [1, B, 2])``: an MLP policy with a base-velocity
-    estimator, its planar command columns shifted by ``u`` (see the module docstring).
+    """``(obs [B, D], *memory, u_in [1, B, 2]) -> (actions [B, A], *memory_out, u_out [1, B, 2])``: a policy with a
+    base-velocity estimator, its planar command columns shifted by ``u`` (see the module docstring). ``memory``:
+    nothing for an MLP, ``h_in`` for a GRU, ``h_in, c_in`` for an LSTM (each ``[L, B, H]``).
 
     Args:
         normalizer, estimator, mlp, deterministic: the model's export parts (normaliser, estimator on the
-            normalised input, head on ``[z, estimate]``, deterministic output).
+            latent, head on ``[latent, estimate]``, deterministic output).
         command_columns: ``(column, axis)`` pairs: the columns of ``obs`` that hold the planar command (axis 0: vx,
             1: vy), the current frame's and any history frames'; each is shifted by ``u[axis] * scale[axis]``.
         current: the two columns (vx, vy) of the current command, read as the command to reach.
         command_scale: ``(sx, sy)``: the observation scale of the command's vx and vy.
         velocity_scale: the observation scale of the estimator's base velocity (its first two outputs: vx, vy).
         gain: integral gain ``[1/s]``; dt: control period ``[s]``; limit: ``|u|`` bound per axis ``[m/s]``.
+        rnn: a recurrent model's ``nn.LSTM`` / ``nn.GRU`` (batch second) between normaliser and head; None for an MLP.
     """
 
     def __init__(self, normalizer: nn.Module, estimator: nn.Module, mlp: nn.Module, deterministic: nn.Module,
                  obs_dim: int, command_columns: Sequence[tuple[int, int]], current: tuple[int, int],
                  command_scale: tuple[float, float], velocity_scale: float, gain: float, dt: float,
-                 limit: float) -> None:
+                 limit: float, rnn: nn.Module | None = None) -> None:
         super().__init__()
         self.obs_normalizer, self.estimator, self.mlp, self.deterministic_output = (normalizer, estimator, mlp,
                                                                                   deterministic)
+        self.rnn, self.is_lstm = rnn, isinstance(rnn, nn.LSTM)
         shift = torch.zeros(2, obs_dim)  # u [B, 2] @ shift [2, D]: the command columns moved by u, scaled
         for column, axis in command_columns:
             shift[axis, column] = float(command_scale[axis])
@@ -57,20 +65,40 @@ class CommandIntegralPolicy(ExportedPolicy):
         self.register_buffer("shift", shift)
         self.register_buffer("read", read)
         self.velocity_scale, self.gain, self.dt, self.limit = float(velocity_scale), float(gain), float(dt), float(limit)
-        self.set_onnx_interface(["obs", STATE_INPUT], ["actions", STATE_OUTPUT],
-                                (torch.zeros(1, obs_dim), torch.zeros(1, 1, 2)),
-                                {"obs": {0: "batch"}, STATE_INPUT: {1: "batch"}, "actions": {0: "batch"},
-                                 STATE_OUTPUT: {1: "batch"}}, is_recurrent=True)
+        memory = [] if rnn is None else ["h", "c"] if self.is_lstm else ["h"]
+        inputs = ["obs"] + [f"{m}_in" for m in memory] + [STATE_INPUT]
+        outputs = ["actions"] + [f"{m}_out" for m in memory] + [STATE_OUTPUT]
+        zeros = [torch.zeros(rnn.num_layers, 1, rnn.hidden_size) for _ in memory] if rnn is not None else []
+        self.set_onnx_interface(inputs, outputs, (torch.zeros(1, obs_dim), *zeros, torch.zeros(1, 1, 2)),
+                                {"obs": {0: "batch"}, "actions": {0: "batch"},
+                                 **{name: {1: "batch"} for name in inputs[1:] + outputs[1:]}}, is_recurrent=True)
         self.input_size = obs_dim
+        if rnn is not None:  # what the tools read off an RNN's export wrapper
+            self.state_shape = (rnn.num_layers, rnn.hidden_size)
+            self.rnn_type = "lstm" if self.is_lstm else "gru"
+            self.hidden_size, self.num_layers = rnn.hidden_size, rnn.num_layers
 
-    def forward(self, obs: torch.Tensor, u_in: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        u = u_in[0]  # [B, 2]
+    def forward(self, obs: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        u = state[-1][0]  # [B, 2]; the memory's states (if any) come first
         z = self.obs_normalizer(obs + u @ self.shift)
+        memory: tuple[torch.Tensor, ...] = ()
+        if self.rnn is not None:  # one step of the memory: [1, B, D] -> [1, B, H]
+            if self.is_lstm:
+                out, (h, c) = self.rnn(z.unsqueeze(0), (state[0], state[1]))
+                memory = (h, c)
+            else:
+                out, h = self.rnn(z.unsqueeze(0), state[0])
+                memory = (h,)
+            z = out.squeeze(0)
         estimate = self.estimator(z)
         actions = self.deterministic_output(self.mlp(torch.cat([z, estimate], dim=-1)))
         error = obs @ self.read - estimate[:, :2] / self.velocity_scale  # cmd_xy - estimate_xy [m/s]
         u_out = torch.clamp(u + self.gain * self.dt * error, -self.limit, self.limit)
-        return actions, u_out.unsqueeze(0)
+        return (actions, *memory, u_out.unsqueeze(0))
+
+    def initial_state(self, batch: int) -> tuple[torch.Tensor, ...]:
+        """Zero states for ``batch`` envs, in input order (memory, then ``u``): an episode's start."""
+        return tuple(torch.zeros(x.shape[0], batch, x.shape[2]) for x in self.example_inputs[1:])
 
     def metadata(self) -> dict:
         """The ``command_integral`` entry of the file's interface."""
@@ -80,11 +108,11 @@ class CommandIntegralPolicy(ExportedPolicy):
 
 
 def _cannot_carry(model: nn.Module) -> str | None:
-    """Why ``model`` cannot carry the loop (None when it can): it needs a feed-forward actor whose estimator reads
-    ``obs`` and regresses ``base_lin_vel``."""
-    if getattr(model, "is_recurrent", False):  # an RNN's estimator reads its memory, not obs
-        return (f"{type(model).__name__} is recurrent; the integral loop is written around a feed-forward actor "
-                "(MLPModel) with a base_lin_vel estimator.")
+    """Why ``model`` cannot carry the loop (None when it can): it needs an MLP or RNN policy (no images) whose
+    estimator regresses ``base_lin_vel``."""
+    if getattr(model, "obs_groups_2d", None):
+        return (f"this {type(model).__name__} reads images; the integral loop is written around an MLPModel or "
+                "RNNModel policy with a base_lin_vel estimator.")
     estimator = getattr(model, "estimator", None)
     if estimator is None or list(estimator.target_groups) != ["base_lin_vel"]:
         return (f"it needs an actor with a base_lin_vel estimator (estimator_cfg); this {type(model).__name__} has "
@@ -100,7 +128,7 @@ def _velocity_scale(groups: dict) -> float | None:
 
 def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale: float, gain: float, dt: float,
                             limit: float) -> CommandIntegralPolicy:
-    """The :class:`CommandIntegralPolicy` of ``model`` (an MLPModel with a ``base_lin_vel`` estimator), its command
+    """The :class:`CommandIntegralPolicy` of ``model`` (an MLPModel or RNNModel with a ``base_lin_vel`` estimator), its command
     columns found by name in ``layout`` (the ``obs`` input's terms: ``velocity_commands`` and its history copies
     ``velocity_commands@t-k``, vx and vy first).
 
@@ -121,9 +149,10 @@ def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale
     scale = (float(scale[0]), float(scale[1])) if isinstance(scale, (list, tuple)) else (float(scale),) * 2
     columns = [(t["start"] + axis, axis) for t in terms for axis in (0, 1)]
     normalizer, head, det = model._export_parts()
+    rnn = copy.deepcopy(model.rnn.rnn).cpu() if getattr(model, "is_recurrent", False) else None
     return CommandIntegralPolicy(normalizer, head.estimator, head.mlp, det, int(model.obs_dim), columns,
                                  (current[0]["start"], current[0]["start"] + 1), scale, velocity_scale, gain, dt,
-                                 limit).eval()
+                                 limit, rnn).eval()
 
 
 def integral_for(policy: nn.Module, env, gain: float | None = None,
@@ -131,9 +160,9 @@ def integral_for(policy: nn.Module, env, gain: float | None = None,
     """The exported graph of ``policy`` with its integral loop, or None for the policy alone.
 
     ``gain`` None: the task's default (``env.command_integral()``, e.g. Go2's ``commands.integral_gain``), applied
-    when the policy can carry it (a feed-forward actor with a ``base_lin_vel`` estimator over a ``velocity_commands``
-    term; a recurrent model, a distilled student or a task without the method: None). ``gain`` 0: None. ``gain`` > 0: required, so a policy
-    that cannot carry it is a ConfigError. ``limit`` None: the task's default, else 0.3 m/s.
+    when the policy can carry it (an MLP or RNN policy, PPO actor or distilled student, with a ``base_lin_vel``
+    estimator over a ``velocity_commands`` term; else, or for a task without the method: None). ``gain`` 0: None.
+    ``gain`` > 0: required, so a policy that cannot carry it is a ConfigError. ``limit`` None: the task's default, else 0.3 m/s.
     """
     from rlcore.utils.export import obs_layout
 

@@ -313,7 +313,7 @@ class ExportCfg:
     # Integral action in the ONNX graph (rlcore.models.command_integral): the policy is shown cmd + u, with
     # u += gain * dt * (cmd - its own velocity estimate), |u| <= limit; u is a state input/output (u_in/u_out).
     # null: the task's default (task=go2: commands.integral_gain, 2.0) where the policy can carry it (an actor with
-    # a base_lin_vel estimator; not a distilled student); 0: the policy alone; > 0: required.
+    # a base_lin_vel estimator: MLP or RNN, PPO actor or distilled student); 0: the policy alone; > 0: required.
     command_integral_gain: Optional[float] = None  # [1/s]
     command_integral_limit: Optional[float] = None  # [m/s] per axis (null: the task's, else 0.3)
 

@@ -187,10 +187,14 @@ def test_go2_rough_trains_and_exports_the_height_scan_input(rough_run):
 
 # ---------------------------------------------------------------------------- task=go2 model=rnn
 def test_go2_rnn_exports_with_parity(tmp_path_factory):
-    # an LSTM over `policy` alone (its memory instead of the default 5-frame history), with the default estimator
+    # an LSTM over `policy` alone (its memory instead of the default 5-frame history), with the default estimator:
+    # by default its file carries the task's integral loop after the memory (u_in), verified against its torch twin
     run, _ = train(tmp_path_factory, "rnn", *go2_args("go2", 1, "model=rnn", "model.actor.rnn_hidden_dim=16",
                                                      "model.critic.rnn_hidden_dim=16", "task.obs_groups.actor=[policy]"))
     meta, _ = export_onnx(run)
+    assert [i["name"] for i in meta["inputs"]] == ["obs", "h_in", "c_in", "u_in"]
+    assert meta["verification"]["passed"] and meta["verification"]["max_abs_diff"] <= 1e-5
+    meta, _ = export_onnx(run, "command_integral_gain=0")  # the LSTM policy alone
     assert meta["model"] == "RNNModel" and meta["recurrent"]
     assert [i["name"] for i in meta["inputs"]] == ["obs", "h_in", "c_in"]
     assert [o["name"] for o in meta["outputs"]] == ["actions", "h_out", "c_out"]
@@ -282,9 +286,10 @@ def test_bad_go2_setting(arg, fragments, tmp_path):
 
 def test_default_go2_distills_into_a_blind_student(go2_run, tmp_path_factory):
     """``task=go2 algorithm=distillation model=rnn teacher=<run>`` with the default config: the student reads only
-    ``policy`` and has no estimator (the teacher's, a PPO actor's, stays in the teacher), the teacher reads what it
-    was trained on, and its estimator labels the actions."""
-    run_dir, _ = train(tmp_path_factory, "student", "task=go2", "algorithm=distillation", "model=rnn",
+    ``policy`` and carries the task's base-velocity estimator on its LSTM's output (trained by distillation, its loss
+    logged), the teacher reads what it was trained on, and the student's policy.onnx carries the task's integral
+    loop after its memory: inputs obs, h_in, c_in, u_in."""
+    run_dir, proc = train(tmp_path_factory, "student", "task=go2", "algorithm=distillation", "model=rnn",
                        f"teacher={go2_run['dir']}", "task.num_envs=8", "runner.num_steps_per_env=8",
                        "runner.max_iterations=1", "runner.save_interval=1", "logger=none",
                        "model.actor.rnn_hidden_dim=8", "model.actor.hidden_dims=[16]", "+task.env.sim.threads=1",
@@ -292,9 +297,13 @@ def test_default_go2_distills_into_a_blind_student(go2_run, tmp_path_factory):
     ckpt = torch.load(run_dir / "model_0.pt", weights_only=True)
     cfg = ckpt["train_cfg"]
     assert cfg["obs_groups"]["student"] == ["policy"] and cfg["obs_groups"]["teacher"] == ["policy", "policy_history"]
-    assert cfg["student"].get("estimator_cfg") is None
+    assert cfg["student"]["estimator_cfg"]["target_groups"] == ["base_lin_vel"]
+    assert ckpt["student_state_dict"]["estimator.0.weight"].shape == (128, 8)  # reads the LSTM's 8 outputs
     assert cfg["teacher"]["estimator_cfg"]["target_groups"] == ["base_lin_vel"]
+    assert re.search(r"estimator\s*[:=]?\s*\d", proc.stdout), proc.stdout[-2000:]
     from rlcore.utils.export import read_onnx_interface
 
     meta = read_onnx_interface(run_dir / "policy.onnx")
     assert meta["obs_groups"] == ["policy"] and meta["inputs"][0] == {"name": "obs", "shape": ["batch", 45]}
+    assert [i["name"] for i in meta["inputs"]] == ["obs", "h_in", "c_in", "u_in"]
+    assert meta["command_integral"]["gain"] == 2.0 and meta["command_integral"]["limit"] == 0.15

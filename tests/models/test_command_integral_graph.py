@@ -60,6 +60,49 @@ def test_the_policy_sees_its_command_shifted_by_u_and_u_integrates_cmd_minus_est
     assert small.abs().max() <= 0.01 + 1e-7  # the limit bounds the correction
 
 
+@pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+def test_a_recurrent_policy_carries_the_loop_after_its_memory(go2_run, rnn_type):
+    """An RNN policy (a distilled student's kind) with a base_lin_vel estimator on its memory's output: over 5 steps,
+    each with its own ``u``, the graph's actions and memory equal the eager RNNModel's on observations whose command
+    columns are moved by ``u * 2.0``, and ``u_out = u + gain * dt * (cmd - estimate)`` from the eager estimate."""
+    from rlcore.models import RNNModel
+    from rlcore.models.command_integral import integral_for
+
+    env = go2_run["env"]
+    obs = env.get_observations()
+    torch.manual_seed(0)
+    model = RNNModel(obs, {"actor": ["policy"]}, "actor", 12, hidden_dims=[32], obs_normalization=True,
+                     distribution_cfg={"class_name": "GaussianDistribution", "init_std": 1.0}, rnn_type=rnn_type,
+                     rnn_hidden_dim=16, estimator_cfg={"target_groups": ["base_lin_vel"], "hidden_dims": [16]})
+    gen = torch.Generator().manual_seed(1)
+    frames = [obs.clone() for _ in range(5)]
+    for frame in frames:
+        frame["policy"] += 0.3 * torch.randn(frame["policy"].shape, generator=gen)
+    model.update_normalization(torch.stack(frames))  # a normaliser that is not the identity
+    module = integral_for(model, env, gain=2.0, limit=0.3)
+    memory = ["h", "c"] if rnn_type == "lstm" else ["h"]
+    assert module.input_names == ["obs", *(f"{m}_in" for m in memory), "u_in"]
+    assert module.output_names == ["actions", *(f"{m}_out" for m in memory), "u_out"]
+    state = module.initial_state(4)
+    model.reset()
+    for frame in frames:
+        u = (torch.rand(4, 2, generator=gen) - 0.5) * 0.4
+        actions, *out = module(frame["policy"], *state[:-1], u.unsqueeze(0))
+        shifted = frame.clone()
+        shifted["policy"][:, 6:8] += 2.0 * u  # the command columns (vx, vy), observation scale 2.0
+        with torch.no_grad():
+            eager = model(shifted, stochastic_output=False)
+            estimate = model.last_estimate[:, :2] / 2.0
+        torch.testing.assert_close(actions, eager, atol=1e-5, rtol=0)
+        hidden = model.get_hidden_state()
+        for a, b in zip(out[:-1], hidden if isinstance(hidden, tuple) else (hidden,)):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+        expected = (u + 2.0 * env.step_dt * (frame["policy"][:, 6:8] / 2.0 - estimate)).clamp(-0.3, 0.3)
+        torch.testing.assert_close(out[-1][0], expected, atol=1e-5, rtol=0)
+        state = tuple(out)
+    assert out[0].abs().sum() > 0  # the memory moved
+
+
 def test_bad_requests_are_one_line(go2_run):
     from rlcore.export import _command_integral_module
     from rlcore.models.command_integral import command_integral_policy
@@ -76,6 +119,10 @@ def test_bad_requests_are_one_line(go2_run):
     blind = torch.nn.Linear(2, 2)  # no estimator
     with pytest.raises(ConfigError, match="needs an actor with a base_lin_vel estimator"):
         command_integral_policy(blind, layout, 2.0, 2.0, 0.02, 0.3)
+    seeing = torch.nn.Linear(2, 2)
+    seeing.obs_groups_2d = ["height_scan"]  # a CNNModel's image input: the graph has more than obs
+    with pytest.raises(ConfigError, match="reads images"):
+        command_integral_policy(seeing, layout, 2.0, 2.0, 0.02, 0.3)
 
 
 def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustness_tool_carry(go2_run, tmp_path):
