@@ -229,13 +229,6 @@ def test_ppo_updates_teach_the_estimator(kit):
     assert first > 0.5 and final < 0.1 * first, (first, final)
 
 
-def test_a_distillation_student_with_an_estimator_is_refused(kit):
-    obs = _obs()
-    groups = {"student": ["policy"], "teacher": ["policy"]}
-    with pytest.raises(ConfigError, match="only PPO trains"):
-        kit.make_distillation(obs, 4, groups=groups, student_kwargs={"estimator_cfg": EST})
-
-
 def test_a_teacher_with_an_estimator_labels_with_its_estimate(kit):
     obs = _obs()
     groups = {"student": ["policy"], "teacher": ["policy"]}

@@ -19,7 +19,7 @@ import pytest
 import torch
 from cli_helpers import REPO_ROOT, assert_user_error, check_ok, cli_env, run_module
 
-from rlcore.play import OnnxActor, TorchActor, onnx_interface, play, policy_source
+from rlcore.play import OnnxActor, onnx_interface, play, policy_source
 from rlcore.pretrained import PRETRAINED, pretrained_path
 from rlcore.utils.cli import UserError, parse_key_values
 from rlcore.utils.config_schema import PlayCfg
@@ -94,25 +94,39 @@ def test_onnx_alone_rebuilds_the_task_from_its_metadata(rnn_history_run):
 
 def test_metadata_actor_gives_the_checkpoints_torch_actions(rnn_history_run):
     """Same observations into the torch policy and into the ONNX actor built from the file's metadata alone:
-    same actions over 30 steps, through a reset of env 0 at step 10 (recurrent state zeroed in both)."""
+    same actions over 30 steps, through a reset of env 0 at step 10 (recurrent state zeroed in both). The file
+    carries the task's integral loop after the LSTM (the actor has the default base_lin_vel estimator), so the torch
+    side is the policy inside its torch twin of that loop, its states (h, c, u) carried and reset the same way."""
+    from rlcore.models.command_integral import integral_from_interface
+
     run_dir, onnx = rnn_history_run
     info = load_run(str(run_dir))
     env = make_run_env(info, 3, "cpu", 1)
     try:
-        torch_actor = TorchActor(make_run_policy(info, env, "cpu"))
+        policy = make_run_policy(info, env, "cpu")
+        loop = integral_from_interface(policy, onnx_interface(str(onnx)))
+        assert loop is not None and loop.input_names == ["obs", "h_in", "c_in", "u_in"]
+        state = loop.initial_state(3)
         onnx_actor = OnnxActor.from_interface(str(onnx), onnx_interface(str(onnx)), 3)
-        assert onnx_actor.state and set(onnx_actor.groups_1d) == {"policy", "policy_history"}
+        assert set(onnx_actor.state) == {"h_in", "c_in", "u_in"}
+        assert set(onnx_actor.groups_1d) == {"policy", "policy_history"}
         obs = env.get_observations()
+        moved = 0.0
         with torch.inference_mode():
             for step in range(30):
-                a_torch, a_onnx = torch_actor(obs), onnx_actor(obs)
+                flat = torch.cat([obs[g] for g in onnx_actor.groups_1d], dim=-1)
+                a_torch, *state = loop(flat, *state)
+                a_onnx = onnx_actor(obs)
                 torch.testing.assert_close(a_onnx, a_torch, atol=1e-5, rtol=0)
+                moved = max(moved, float(state[-1].abs().max()))
                 obs, _, dones, _ = env.step(a_torch)
                 if step == 10:
                     dones = dones.clone()
                     dones[0] = True
-                torch_actor.reset(dones)
+                for x in state:
+                    x[:, dones.bool()] = 0.0
                 onnx_actor.reset(dones)
+        assert moved > 0  # u integrated something
     finally:
         env.close()
 
