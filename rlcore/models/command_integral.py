@@ -73,10 +73,8 @@ class CommandIntegralPolicy(ExportedPolicy):
                                 {"obs": {0: "batch"}, "actions": {0: "batch"},
                                  **{name: {1: "batch"} for name in inputs[1:] + outputs[1:]}}, is_recurrent=True)
         self.input_size = obs_dim
-        if rnn is not None:  # what the tools read off an RNN's export wrapper
-            self.state_shape = (rnn.num_layers, rnn.hidden_size)
+        if rnn is not None:  # written into the file's metadata (rlcore.utils.export.policy_metadata)
             self.rnn_type = "lstm" if self.is_lstm else "gru"
-            self.hidden_size, self.num_layers = rnn.hidden_size, rnn.num_layers
 
     def forward(self, obs: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
         u = state[-1][0]  # [B, 2]; the memory's states (if any) come first
