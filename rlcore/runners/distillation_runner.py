@@ -24,6 +24,19 @@ class DistillationRunner(OnPolicyRunner):
                 "(command line: algorithm=distillation teacher=<path to model_<it>.pt>)."
             )
 
+    def _loaded_weights_only(self, ckpt: dict) -> None:
+        """A PPO teacher was loaded: the env continues the curricula where the teacher's run left them (its saved
+        ``env_state``; envs with ``continue_curriculum``, e.g. Go2's domain randomisation), so the student learns on
+        the robots the teacher ended on rather than on the mild start of a fresh curriculum."""
+        state = ckpt.get("env_state")
+        is_ppo = "actor_state_dict" in ckpt and "student_state_dict" not in ckpt
+        if not is_ppo or not isinstance(state, dict) or not callable(getattr(self.env, "continue_curriculum", None)):
+            return
+        continued = self.env.continue_curriculum(state)
+        progress = getattr(self.env, "randomization_progress", None)
+        if continued and self.is_main and callable(progress):
+            print(f"[rlcore] the env continues the teacher's curriculum (randomization progress {progress():.2f})")
+
     def _check_compatible(self, ckpt: dict, path: str) -> None:
         super()._check_compatible(ckpt, path)
         is_ppo = "actor_state_dict" in ckpt and "student_state_dict" not in ckpt

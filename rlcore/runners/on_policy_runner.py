@@ -470,8 +470,13 @@ class OnPolicyRunner:
                 for name, h in (ckpt.get("hidden_states") or {}).items():
                     if name in self.models and h is not None:
                         self.models[name].reset(hidden_state=h)
+        else:
+            self._loaded_weights_only(ckpt)
         self.alg.broadcast_parameters()
         return ckpt.get("infos")
+
+    def _loaded_weights_only(self, ckpt: dict) -> None:
+        """Hook for subclasses: ``ckpt`` gave weights without a resume (a distillation teacher)."""
 
     def _check_compatible(self, ckpt: dict, path: str) -> None:
         """Refuse, in one line, a checkpoint written for another model type, size or observation layout.

@@ -697,6 +697,31 @@ class Go2Env(VecEnv):
         self.common_step_counter = int(state["common_step_counter"])
         self._refresh_state()
 
+    def continue_curriculum(self, state: dict) -> bool:
+        """Start this env's curricula where a saved run left them (``state``: a checkpoint's ``env_state``) and
+        reset every env; returns whether anything changed (nothing does for a state saved at step 0).
+
+        A distillation student is trained on the robots its teacher ended on: the domain-randomisation progress
+        (the step counter, so the whole robot pool is in play) and, on rough terrain, levels drawn from the
+        teacher's level distribution. Without it the student's env restarts the curriculum on near-nominal robots
+        and spends its first ``domain_rand.curriculum_steps`` steps where the deployed policy is least tested.
+        The robot pool itself stays this env's own (drawn from its seed); :meth:`use_robot_pool` adopts a saved one.
+        """
+        if state.get("task") != type(self).__name__:
+            raise ConfigError(f"env state is for task {state.get('task')}; this is {type(self).__name__}")
+        counter = int(state["common_step_counter"])
+        saved_levels = torch.as_tensor(state["terrain_levels"]).to(self.device)
+        moved_levels = not self.terrain.is_flat and saved_levels.numel() > 0 and bool(saved_levels.any())
+        if counter == self.common_step_counter and not moved_levels:
+            return False
+        self.common_step_counter = counter
+        if moved_levels:
+            pick = torch.randint(0, saved_levels.numel(), (self.num_envs,), generator=self.generator,
+                                 device=self.device)
+            self.terrain.levels = saved_levels[pick].clamp(0, self.terrain.num_levels - 1).long()
+        self.reset()
+        return True
+
     def use_robot_pool(self, physical_variants: list[dict]) -> None:
         """Replace the pool of physical variants with a saved one (``state_dict()["physical_variants"]``, e.g. of a
         checkpoint), so an env built elsewhere drives the very robots a run was trained on. Envs keep their variant

@@ -126,6 +126,41 @@ def test_student_checkpoint_resumes_exactly(teacher_ckpt, tmp_path, monkeypatch)
     assert not _identical(a, _snapshot(no_env))
 
 
+def test_student_env_continues_the_teachers_randomization_curriculum(tmp_path, teacher_ckpt):
+    """A teacher whose run finished the domain-randomisation curriculum: its student trains on the whole robot pool
+    from the first step (a fresh env draws only the pool's mildest variant until the curriculum advances)."""
+    teacher_env = go2()
+    steps = teacher_env.cfg_task.domain_rand.curriculum_steps
+    assert steps > 0 and teacher_env.sim.num_variants == 64
+    teacher_env.common_step_counter = 2 * steps  # as after a run of that many env steps
+    trained = OnPolicyRunner(teacher_env, torch.load(teacher_ckpt, weights_only=True)["train_cfg"], None)
+    path = str(tmp_path / "model_late.pt")
+    trained.save(path)
+
+    fresh = DistillationRunner(go2(32, 7), distill_cfg(), None)
+    assert fresh.env.randomization_progress() == 0.0
+    assert set(fresh.env.sim.env_variant.tolist()) == {0}  # the control: the curriculum's first robot only
+    fresh.load(teacher_ckpt)  # a teacher saved at step 0: nothing to continue
+    assert fresh.env.common_step_counter == 0 and set(fresh.env.sim.env_variant.tolist()) == {0}
+
+    student = DistillationRunner(go2(32, 7), distill_cfg(), None)
+    student.load(path)
+    assert student.env.common_step_counter == 2 * steps and student.env.randomization_progress() == 1.0
+    assert len(set(student.env.sim.env_variant.tolist())) > 10  # every env re-drew its robot from the whole pool
+
+
+def test_continue_curriculum_draws_rough_terrain_levels_from_the_saved_ones():
+    rough = {"type": "rough", "num_levels": 4, "num_cols": 2, "tile_size": 4.0, "max_init_level": 0}
+    saved = make_task("go2", num_envs=6, seed=0, sim={"threads": 1}, terrain=rough)
+    saved.terrain.levels = torch.tensor([3, 3, 2, 3, 2, 3])
+    env = make_task("go2", num_envs=40, seed=1, sim={"threads": 1}, terrain=rough)
+    assert set(env.terrain.levels.tolist()) == {0}
+    env.continue_curriculum(saved.state_dict())
+    assert set(env.terrain.levels.tolist()) == {2, 3}
+    origins = env.terrain.origins(torch.arange(40))
+    assert torch.allclose(env.spawn_xy, origins[:, :2])  # the reset placed every robot on its new level
+
+
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
 def test_exported_student_equals_torch_in_a_closed_loop(teacher_ckpt, tmp_path, rnn_type):
     """50 control steps of Go2 driven by onnxruntime (state fed back, zeroed at episode ends); the torch student sees
