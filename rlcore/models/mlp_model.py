@@ -160,7 +160,7 @@ class MLPModel(nn.Module):
         """
         if self.estimator is None:
             return self.mlp(latent)
-        self.last_estimate = self.estimator(latent)
+        self.last_estimate = self.estimator(latent if self.estimator.train_latent else latent.detach())
         return self.mlp(torch.cat([latent, self.last_estimate.detach()], dim=-1))
 
     def estimator_loss(self, obs: TensorDict, estimate: torch.Tensor | None = None, masks: torch.Tensor | None = None,
@@ -179,7 +179,8 @@ class MLPModel(nn.Module):
         if masks is not None and not self.is_recurrent:  # a feed-forward model in a recurrent batch, as in forward
             obs, masks = unpad_trajectories(obs, masks), None
         if estimate is None:
-            estimate = self.estimator(self.get_latent(obs, masks, hidden_state))
+            latent = self.get_latent(obs, masks, hidden_state)
+            estimate = self.estimator(latent if self.estimator.train_latent else latent.detach())
         target = concat_groups(obs, self.estimator.target_groups)
         if masks is not None:  # padded trajectories [T, K, D] -> per env [T, N, D], like the estimate
             target = unpad_trajectories(target, masks)
@@ -276,17 +277,21 @@ class StateEstimator(MLP):
 
     Config keys (``estimator_cfg``): ``target_groups`` (1D observation groups to regress, in ``obs`` but not
     read by the model), ``hidden_dims`` (default ``[128, 64]``), ``activation`` (default: the model's),
-    ``loss_coef`` (weight of the mean squared error in PPO's loss, default 1.0).
+    ``loss_coef`` (weight of the mean squared error in PPO's loss, default 1.0), ``train_latent`` (default true:
+    the estimator's loss also trains what makes the latent, a recurrent model's memory or a CNN; false: the estimator
+    reads the latent detached, so the memory learns from the policy's loss alone and the estimator only reads it).
     """
 
-    KEYS = ("target_groups", "hidden_dims", "activation", "loss_coef")
+    KEYS = ("target_groups", "hidden_dims", "activation", "loss_coef", "train_latent")
 
     def __init__(self, input_dim: int, target_groups: Sequence[str], target_dim: int,
-                 hidden_dims: Sequence[int] = (128, 64), activation: str = "elu", loss_coef: float = 1.0) -> None:
+                 hidden_dims: Sequence[int] = (128, 64), activation: str = "elu", loss_coef: float = 1.0,
+                 train_latent: bool = True) -> None:
         super().__init__(input_dim, target_dim, hidden_dims, activation)
         self.target_groups = list(target_groups)
         self.output_dim = int(target_dim)
         self.loss_coef = float(loss_coef)
+        self.train_latent = bool(train_latent)
 
     @classmethod
     def build(cls, model: MLPModel, obs: TensorDict, cfg: Mapping[str, Any]) -> StateEstimator:
@@ -304,7 +309,7 @@ class StateEstimator(MLP):
             if group in model.obs_groups:
                 raise ConfigError(f"estimator_cfg.target_groups: '{group}' is already an input of the "
                                   f"'{model.obs_set}' model; an estimator regresses what the model does not read.")
-        given = {k: cfg[k] for k in ("hidden_dims", "loss_coef") if k in cfg}  # else the constructor's defaults
+        given = {k: cfg[k] for k in ("hidden_dims", "loss_coef", "train_latent") if k in cfg}  # else the constructor's defaults
         return cls(model._latent_dim(), targets, sum(int(obs[g].shape[-1]) for g in targets),
                    activation=cfg.get("activation", model.activation), **given)
 

@@ -88,6 +88,24 @@ def test_a_recurrent_model_estimates_from_its_memory():
         assert torch.allclose(actions, model.mlp(torch.cat([memory, model.estimator(memory)], -1))[..., :2], atol=1e-6)
 
 
+@pytest.mark.parametrize("train_latent", [True, False])
+def test_train_latent_decides_whether_the_estimator_loss_trains_the_memory(train_latent):
+    obs = _obs()
+    model = RNNModel(obs, {"actor": ["policy"]}, "actor", 2, hidden_dims=[16], rnn_hidden_dim=8,
+                     distribution_cfg=GAUSSIAN, estimator_cfg={**EST, "train_latent": train_latent})
+    _perturb(model)
+    for estimate in (None, "cached"):  # computed by estimator_loss, or the forward pass's last_estimate
+        model.zero_grad()
+        model.reset()
+        if estimate == "cached":
+            model(obs)
+        loss = model.estimator_loss(obs, model.last_estimate if estimate else None)
+        loss.backward()
+        memory_grad = max(float(p.grad.abs().max()) if p.grad is not None else 0.0 for p in model.rnn.parameters())
+        assert (memory_grad > 0) == train_latent
+        assert all(p.grad is not None and p.grad.abs().max() > 0 for p in model.estimator.parameters())
+
+
 # ============================================================================ export
 def test_onnx_and_jit_exports_carry_the_estimator(tmp_path):
     obs = _obs(7)
