@@ -165,8 +165,9 @@ class MLPModelCfg:
     # the action distribution, {class_name: GaussianDistribution, ...}; null: a deterministic model (the critic)
     distribution_cfg: Optional[Dict[str, Any]] = None
     init_gains: Optional[List[float]] = None  # orthogonal-init gain per Linear layer of the head (null: defaults)
-    # a state estimator regressing privileged groups, its estimate fed to the head, trained by PPO (feed-forward
-    # models), e.g. {target_groups: [base_lin_vel], hidden_dims: [128, 64]}; null: none (rlcore.models.StateEstimator)
+    # a state estimator regressing privileged groups, its estimate fed to the head, trained by PPO and Distillation,
+    # e.g. {target_groups: [base_lin_vel], hidden_dims: [128, 64]}; keys also activation, loss_coef, train_latent;
+    # null: none (rlcore.models.StateEstimator)
     estimator_cfg: Optional[Dict[str, Any]] = None
 
 
