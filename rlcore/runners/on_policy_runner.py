@@ -209,7 +209,7 @@ class OnPolicyRunner:
         """Iteration ``it`` of ``start..end - 1``: a rollout from ``obs``, an update, the log line. Returns the
         observation the next rollout starts from and the iteration's statistics (episodes, timings)."""
         t0 = time.perf_counter()
-        set_iteration = getattr(self.alg, "set_iteration", None)  # PPO's iteration-dependent settings
+        set_iteration = getattr(self.alg, "set_iteration", None)  # iteration-dependent settings (PPO, Distillation)
         if set_iteration is not None:
             set_iteration(it)
         self._start_clip(it)

@@ -235,6 +235,9 @@ class DistillationCfg:
     num_learning_epochs: int = 1  # replays of the rollout per update
     gradient_length: int = 15  # steps accumulated per optimiser step (truncated back-propagation window)
     learning_rate: float = 1e-3  # learning rate
+    # the learning rate over learning iterations, [[iteration, lr], ...], linear between points, learning_rate
+    # before the first (null: constant), e.g. [[150, 1e-3], [280, 1e-4]]: a decay over the last iterations
+    learning_rate_schedule: Optional[List[List[float]]] = None
     max_grad_norm: Optional[float] = None  # bound on the gradient norm of a window's summed loss (null: none)
     optimizer: str = "adam"  # adam, adamw, rmsprop or sgd
     loss_type: LossType = LossType.mse  # mse or huber

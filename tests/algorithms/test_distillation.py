@@ -131,6 +131,17 @@ def test_gradient_length_must_be_positive(kit):
         kit.make_distillation(kit.make_obs(2), 3, gradient_length=0)
 
 
+def test_learning_rate_schedule_sets_the_optimisers_rate_per_iteration(kit):
+    alg = kit.make_distillation(kit.make_obs(2), 3, learning_rate=1e-3,
+                                learning_rate_schedule=[[10, 1e-3], [20, 1e-4]])
+    for iteration, expected in ((0, 1e-3), (10, 1e-3), (15, 5.5e-4), (20, 1e-4), (99, 1e-4), (5, 1e-3)):
+        alg.set_iteration(iteration)
+        assert [g["lr"] for g in alg.optimizer.param_groups] == pytest.approx([expected])
+        assert alg.learning_rate == pytest.approx(expected)
+    with pytest.raises(ValueError, match="learning_rate_schedule: iterations must increase"):
+        kit.make_distillation(kit.make_obs(2), 3, learning_rate_schedule=[[20, 1e-3], [10, 1e-4]])
+
+
 # ============================================================================ 14: loading a PPO checkpoint
 def test_ppo_checkpoint_becomes_the_frozen_teacher(kit):
     env = kit.FakeEnv(num_envs=4)
