@@ -237,7 +237,7 @@ class DistillationCfg:
     learning_rate: float = 1e-3  # learning rate
     # the learning rate over learning iterations, [[iteration, lr], ...], linear between points, learning_rate
     # before the first (null: constant), e.g. [[150, 1e-3], [280, 1e-4]]: a decay over the last iterations
-    learning_rate_schedule: Optional[List[List[float]]] = None
+    learning_rate_schedule: Optional[List[List[Any]]] = None
     max_grad_norm: Optional[float] = None  # bound on the gradient norm of a window's summed loss (null: none)
     optimizer: str = "adam"  # adam, adamw, rmsprop or sgd
     loss_type: LossType = LossType.mse  # mse or huber
