@@ -29,17 +29,17 @@ class DistillationRunner(OnPolicyRunner):
         ``env_state``; envs with ``continue_curriculum``, e.g. Go2's domain randomisation), so the student learns on
         the robots the teacher ended on rather than on the mild start of a fresh curriculum."""
         state = ckpt.get("env_state")
-        is_ppo = "actor_state_dict" in ckpt and "student_state_dict" not in ckpt
-        if not is_ppo or not isinstance(state, dict) or not callable(getattr(self.env, "continue_curriculum", None)):
+        continue_curriculum = getattr(self.env, "continue_curriculum", None)
+        if not is_ppo_checkpoint(ckpt) or not isinstance(state, dict) or not callable(continue_curriculum):
             return
-        continued = self.env.continue_curriculum(state)
+        continued = continue_curriculum(state)
         progress = getattr(self.env, "randomization_progress", None)
         if continued and self.is_main and callable(progress):
             print(f"[rlcore] the env continues the teacher's curriculum (randomization progress {progress():.2f})")
 
     def _check_compatible(self, ckpt: dict, path: str) -> None:
         super()._check_compatible(ckpt, path)
-        is_ppo = "actor_state_dict" in ckpt and "student_state_dict" not in ckpt
+        is_ppo = is_ppo_checkpoint(ckpt)
         saved = checkpoint_obs_groups(ckpt).get("actor" if is_ppo else "teacher")
         own = (self.cfg.get("obs_groups") or {}).get("teacher")
         if saved is None or own is None:  # e.g. a checkpoint written by rsl_rl: nothing to compare
@@ -48,6 +48,11 @@ class DistillationRunner(OnPolicyRunner):
             source = "its PPO actor" if is_ppo else "its teacher"
             raise ConfigError(f"Checkpoint '{path}': {source} was trained on observation groups {list(saved)}, but "
                              f"obs_groups['teacher'] is {list(own)}; set obs_groups['teacher'] to {list(saved)}.")
+
+
+def is_ppo_checkpoint(ckpt: dict) -> bool:
+    """Whether ``ckpt`` was written by PPO (an actor to become a teacher), not by a distillation run."""
+    return "actor_state_dict" in ckpt and "student_state_dict" not in ckpt
 
 
 def checkpoint_obs_groups(ckpt: dict) -> dict:
