@@ -30,6 +30,11 @@ from rlcore.utils.schedule import check_schedule, piecewise_linear
 _LOSSES = {"mse": nn.functional.mse_loss, "huber": nn.functional.huber_loss}
 
 
+def is_ppo_checkpoint(ckpt: dict) -> bool:
+    """Whether ``ckpt`` was written by PPO (an actor to become a teacher), not by a distillation run."""
+    return "actor_state_dict" in ckpt and "student_state_dict" not in ckpt
+
+
 class Distillation:
     """Behaviour cloning of a frozen teacher into a (possibly recurrent) student.
 
@@ -232,7 +237,7 @@ class Distillation:
         """Load a distillation checkpoint (student, teacher, optimiser: a full resume), or a PPO checkpoint,
         whose actor becomes the teacher. Returns whether the iteration counter should be restored."""
         state = loaded_dict
-        is_ppo = "actor_state_dict" in state and "student_state_dict" not in state
+        is_ppo = is_ppo_checkpoint(state)
         # ``load_cfg`` overrides these defaults part by part (e.g. {"optimizer": False} still loads the models).
         defaults = {"teacher": True} if is_ppo else {"student": True, "teacher": True, "optimizer": True}
         load_cfg = {**defaults, **(load_cfg or {})}

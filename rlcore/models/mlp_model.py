@@ -160,7 +160,7 @@ class MLPModel(nn.Module):
         """
         if self.estimator is None:
             return self.mlp(latent)
-        self.last_estimate = self.estimator(latent if self.estimator.train_latent else latent.detach())
+        self.last_estimate = self.estimator.estimate(latent)
         return self.mlp(torch.cat([latent, self.last_estimate.detach()], dim=-1))
 
     def estimator_loss(self, obs: TensorDict, estimate: torch.Tensor | None = None, masks: torch.Tensor | None = None,
@@ -179,8 +179,7 @@ class MLPModel(nn.Module):
         if masks is not None and not self.is_recurrent:  # a feed-forward model in a recurrent batch, as in forward
             obs, masks = unpad_trajectories(obs, masks), None
         if estimate is None:
-            latent = self.get_latent(obs, masks, hidden_state)
-            estimate = self.estimator(latent if self.estimator.train_latent else latent.detach())
+            estimate = self.estimator.estimate(self.get_latent(obs, masks, hidden_state))
         target = concat_groups(obs, self.estimator.target_groups)
         if masks is not None:  # padded trajectories [T, K, D] -> per env [T, N, D], like the estimate
             target = unpad_trajectories(target, masks)
@@ -292,6 +291,11 @@ class StateEstimator(MLP):
         self.output_dim = int(target_dim)
         self.loss_coef = float(loss_coef)
         self.train_latent = bool(train_latent)
+
+    def estimate(self, latent: torch.Tensor) -> torch.Tensor:
+        """The estimate from a model's latent ``[..., D]`` in training, through the latent's graph only with
+        ``train_latent``."""
+        return self(latent if self.train_latent else latent.detach())
 
     @classmethod
     def build(cls, model: MLPModel, obs: TensorDict, cfg: Mapping[str, Any]) -> StateEstimator:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rlcore.algorithms.distillation import is_ppo_checkpoint
 from rlcore.errors import ConfigError
 from rlcore.runners.on_policy_runner import OnPolicyRunner
 
@@ -48,11 +49,6 @@ class DistillationRunner(OnPolicyRunner):
             source = "its PPO actor" if is_ppo else "its teacher"
             raise ConfigError(f"Checkpoint '{path}': {source} was trained on observation groups {list(saved)}, but "
                              f"obs_groups['teacher'] is {list(own)}; set obs_groups['teacher'] to {list(saved)}.")
-
-
-def is_ppo_checkpoint(ckpt: dict) -> bool:
-    """Whether ``ckpt`` was written by PPO (an actor to become a teacher), not by a distillation run."""
-    return "actor_state_dict" in ckpt and "student_state_dict" not in ckpt
 
 
 def checkpoint_obs_groups(ckpt: dict) -> dict:
