@@ -58,6 +58,10 @@ class Distillation:
         loss_type: "mse" or "huber".
         optimizer: "adam", "adamw", "sgd" or "rmsprop".
         use_mixed_precision / use_bf16: bf16 autocast for the student's forward passes.
+        num_mini_batches: the environments are split into this many equal groups, each replayed through the
+            rollout on its own (from its own start states), so an update takes ``num_mini_batches`` times as many
+            optimiser steps on batches of ``num_envs / num_mini_batches`` (1: all environments in every step, as
+            rsl_rl). The student sees the same data; it gets more, smaller, steps.
     """
 
     teacher_loaded: bool = False
@@ -82,6 +86,7 @@ class Distillation:
         rnd_cfg: dict | None = None,
         symmetry_cfg: dict | None = None,
         learning_rate_schedule: Sequence[Sequence[float]] | None = None,
+        num_mini_batches: int = 1,
     ) -> None:
         for key, word, value in (("rnd_cfg", "RND", rnd_cfg), ("symmetry_cfg", "symmetry", symmetry_cfg)):
             if value is not None:
@@ -91,6 +96,9 @@ class Distillation:
             raise ConfigError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
         if int(gradient_length) < 1:
             raise ConfigError(f"gradient_length must be >= 1, got {gradient_length}.")
+        if int(num_mini_batches) < 1 or storage.num_envs % int(num_mini_batches):
+            raise ConfigError(f"num_mini_batches ({num_mini_batches}) must be >= 1 and divide the number of "
+                              f"environments ({storage.num_envs}).")
         self.device = device
         self.student, self.teacher, self.storage = student, teacher, storage
         self.teacher.eval()
@@ -98,6 +106,7 @@ class Distillation:
             p.requires_grad_(False)
         self.teacher_loaded = False
         self.num_learning_epochs, self.gradient_length = num_learning_epochs, int(gradient_length)
+        self.num_mini_batches = int(num_mini_batches)
         self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
         self.loss_fn = _LOSSES[loss_type]
         self.use_mixed_precision = bool(use_mixed_precision or use_bf16)  # bf16 autocast for the student
@@ -163,29 +172,35 @@ class Distillation:
                     if self.use_bf16 else contextlib.nullcontext())
         estimator = getattr(self.student, "estimator", None)
         total, total_estimator, count = 0.0, 0.0, 0
+        groups = torch.arange(self.storage.num_envs, device=self.device).chunk(self.num_mini_batches)
         for _ in range(self.num_learning_epochs):
-            self.student.reset(hidden_state=_clone(self.rollout_start_states[0]))
-            window_loss, window_len = 0.0, 0
-            for batch in self.storage.generator():
-                with autocast:
-                    actions = self.student(batch.observations)
-                    loss = self.loss_fn(actions.float(), batch.privileged_actions)
-                window_loss = window_loss + loss
-                total += loss.item()
-                if estimator is not None:  # supervised state estimate (true value from the rollout's obs)
-                    mse = self.student.estimator_loss(batch.observations, self.student.last_estimate.float())
-                    window_loss = window_loss + estimator.loss_coef * mse
-                    total_estimator += mse.item()
-                window_len += 1
-                count += 1
-                if window_len == self.gradient_length:
+            for envs in groups:
+                whole = len(groups) == 1  # all envs: no indexing (rsl_rl's update, bit for bit)
+                self.student.reset(hidden_state=_select(self.rollout_start_states[0], None if whole else envs))
+                window_loss, window_len = 0.0, 0
+                for batch in self.storage.generator():
+                    obs, target = batch.observations, batch.privileged_actions
+                    dones = batch.dones.reshape(-1).bool()
+                    if not whole:
+                        obs, target, dones = obs[envs], target[envs], dones[envs]
+                    with autocast:
+                        actions = self.student(obs)
+                        loss = self.loss_fn(actions.float(), target)
+                    window_loss = window_loss + loss
+                    total += loss.item()
+                    if estimator is not None:  # supervised state estimate (true value from the rollout's obs)
+                        mse = self.student.estimator_loss(obs, self.student.last_estimate.float())
+                        window_loss = window_loss + estimator.loss_coef * mse
+                        total_estimator += mse.item()
+                    window_len += 1
+                    count += 1
+                    if window_len == self.gradient_length:
+                        self._step(window_loss)
+                        window_loss, window_len = 0.0, 0
+                    self.student.reset(dones)
+                    self.student.detach_hidden_state(dones)
+                if window_len > 0:  # the last, partial window counts too
                     self._step(window_loss)
-                    window_loss, window_len = 0.0, 0
-                dones = batch.dones.reshape(-1).bool()
-                self.student.reset(dones)
-                self.student.detach_hidden_state(dones)
-            if window_len > 0:  # the last, partial window counts too
-                self._step(window_loss)
         # Continue collecting from where the rollout left off; the next rollout starts there.
         self.student.reset(hidden_state=end_states[0])
         self.teacher.reset(hidden_state=end_states[1])
@@ -300,6 +315,15 @@ def load_model_state(model: nn.Module, state: dict, name: str, strict: bool = Tr
         raise ConfigError(f"Checkpoint does not match the {name} model ({type(model).__name__}): " + "; ".join(parts)
                          + ". Check the model type, sizes and obs_groups against the run that wrote it.")
     model.load_state_dict(state, strict=strict)
+
+
+def _select(state: HiddenState, envs: torch.Tensor | None) -> HiddenState:
+    """A detached copy of a hidden state ``[layers, N, H]`` (or LSTM pair), of the envs ``envs`` only (None: all)."""
+    if state is None or envs is None:
+        return _clone(state)
+    if isinstance(state, tuple):
+        return tuple(s[:, envs].detach().clone() for s in state)  # type: ignore[return-value]
+    return state[:, envs].detach().clone()
 
 
 def _clone(state: HiddenState) -> HiddenState:

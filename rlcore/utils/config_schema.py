@@ -244,6 +244,9 @@ class DistillationCfg:
     use_mixed_precision: bool = False  # bf16 autocast for the student's forward passes
     use_bf16: bool = False  # same as use_mixed_precision (rlcore's older name)
     grad_reduce_bucket_mb: float = 25.0  # size of the gradient all-reduce buckets (multi-GPU)
+    # the envs split into this many groups, each replayed through the rollout on its own: more, smaller optimiser
+    # steps per update on the same data (1: every step on all envs, as rsl_rl)
+    num_mini_batches: int = 1
 
 
 # ============================================================================ extensions

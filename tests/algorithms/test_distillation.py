@@ -263,6 +263,60 @@ def test_recurrent_student_replay_and_carried_state(kit, monkeypatch, rnn_type, 
             assert not a.requires_grad
 
 
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
+def test_mini_batches_replay_each_env_group_from_its_own_start_state(kit, monkeypatch, rnn_type):
+    """num_mini_batches=2: each half of the envs is replayed on its own from its slice of the rollout's start state,
+    with its own optimiser steps; with the optimiser frozen every group reproduces its rollout exactly."""
+    steps, envs, gradient_length = 6, 4, 4
+    env = kit.FakeEnv(num_envs=envs, done_fn=kit.periodic_dones(envs, [2, 0, 3, 4]))
+    alg = kit.make_distillation(env.get_observations(), steps, student_rnn=rnn_type, teacher_rnn="gru",
+                                gradient_length=gradient_length, num_mini_batches=2,
+                                student_kwargs={"obs_normalization": True})
+    _record_means(alg, env, steps)
+    alg.update()  # the second rollout starts from a carried, non-zero state
+    means, end_state = _record_means(alg, env, steps)
+    assert _as_tuple(alg.rollout_start_states[0])[0].abs().sum() > 0
+    replayed = []
+    handle = alg.student.register_forward_hook(lambda m, i, o: replayed.append(o.detach().clone()))
+    calls = _count_steps(alg, monkeypatch)
+    monkeypatch.setattr(alg.optimizer, "step", lambda *a, **k: calls.append(1))
+    st = alg.storage
+    with torch.no_grad():
+        expected = (means - st.privileged_actions).square().mean()
+    loss = alg.update()["behavior"]
+    handle.remove()
+    assert len(calls) == 2 * math.ceil(steps / gradient_length)
+    assert [r.shape[0] for r in replayed] == [2] * (2 * steps)  # two envs per step
+    torch.testing.assert_close(torch.stack(replayed[:steps]), means[:, :2], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.stack(replayed[steps:]), means[:, 2:], atol=1e-5, rtol=1e-5)
+    assert loss == pytest.approx(expected.item(), rel=1e-5)
+    for a, b in zip(_as_tuple(alg.student.get_hidden_state()), _as_tuple(end_state)):  # all envs continue
+        assert torch.equal(a, b)
+
+
+def test_mini_batches_take_more_steps_and_the_student_learns(kit):
+    env = kit.FakeEnv(num_envs=16)
+    held_out = kit.make_obs(256)
+    finals = {}
+    for groups in (1, 4):
+        torch.manual_seed(0)
+        alg = kit.make_distillation(env.get_observations(), 8, groups=GROUPS_SAME, learning_rate=3e-3,
+                                    gradient_length=8, num_mini_batches=groups, student_kwargs={"hidden_dims": [32]},
+                                    teacher_kwargs={"hidden_dims": [16], "init_gains": [1.0, 1.0]})
+        initial = _mse_to_teacher(alg, held_out)
+        for _ in range(15):
+            kit.collect(alg, env, 8, compute_returns=False)
+            alg.update()
+        finals[groups] = _mse_to_teacher(alg, held_out) / initial
+    assert finals[4] < 0.5 * finals[1], finals
+    print(finals)  # four times the optimiser steps on the same data
+
+
+def test_mini_batches_must_divide_the_envs(kit):
+    with pytest.raises(ValueError, match=r"num_mini_batches \(3\) must be >= 1 and divide the number of environments \(4\)"):
+        kit.make_distillation(kit.make_obs(4), 2, num_mini_batches=3)
+
+
 # ============================================================================ 15: configuration errors
 def test_extensions_are_refused(kit):
     obs = kit.make_obs(2)
