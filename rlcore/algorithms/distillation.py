@@ -58,9 +58,9 @@ class Distillation:
         loss_type: "mse" or "huber".
         optimizer: "adam", "adamw", "sgd" or "rmsprop".
         use_mixed_precision / use_bf16: bf16 autocast for the student's forward passes.
-        num_mini_batches: the environments are split into this many equal groups, each replayed through the
-            rollout on its own (from its own start states), so an update takes ``num_mini_batches`` times as many
-            optimiser steps on batches of ``num_envs / num_mini_batches`` (1: all environments in every step, as
+        num_env_groups: the environments are split into this many equal groups, each replayed through the
+            rollout on its own (from its own start states), so an update takes ``num_env_groups`` times as many
+            optimiser steps on batches of ``num_envs / num_env_groups`` (1: all environments in every step, as
             rsl_rl). The student sees the same data; it gets more, smaller, steps.
     """
 
@@ -86,7 +86,7 @@ class Distillation:
         rnd_cfg: dict | None = None,
         symmetry_cfg: dict | None = None,
         learning_rate_schedule: Sequence[Sequence[float]] | None = None,
-        num_mini_batches: int = 1,
+        num_env_groups: int = 1,
     ) -> None:
         for key, word, value in (("rnd_cfg", "RND", rnd_cfg), ("symmetry_cfg", "symmetry", symmetry_cfg)):
             if value is not None:
@@ -96,8 +96,8 @@ class Distillation:
             raise ConfigError(f"Unknown distillation loss_type '{loss_type}'. Valid: {', '.join(_LOSSES)}.")
         if int(gradient_length) < 1:
             raise ConfigError(f"gradient_length must be >= 1, got {gradient_length}.")
-        if int(num_mini_batches) < 1 or storage.num_envs % int(num_mini_batches):
-            raise ConfigError(f"num_mini_batches ({num_mini_batches}) must be >= 1 and divide the number of "
+        if int(num_env_groups) < 1 or storage.num_envs % int(num_env_groups):
+            raise ConfigError(f"num_env_groups ({num_env_groups}) must be >= 1 and divide the number of "
                               f"environments ({storage.num_envs}).")
         self.device = device
         self.student, self.teacher, self.storage = student, teacher, storage
@@ -106,7 +106,7 @@ class Distillation:
             p.requires_grad_(False)
         self.teacher_loaded = False
         self.num_learning_epochs, self.gradient_length = num_learning_epochs, int(gradient_length)
-        self.num_mini_batches = int(num_mini_batches)
+        self.num_env_groups = int(num_env_groups)
         self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
         self.loss_fn = _LOSSES[loss_type]
         self.use_mixed_precision = bool(use_mixed_precision or use_bf16)  # bf16 autocast for the student
@@ -172,7 +172,7 @@ class Distillation:
                     if self.use_bf16 else contextlib.nullcontext())
         estimator = getattr(self.student, "estimator", None)
         total, total_estimator, count = 0.0, 0.0, 0
-        groups = torch.arange(self.storage.num_envs, device=self.device).chunk(self.num_mini_batches)
+        groups = torch.arange(self.storage.num_envs, device=self.device).chunk(self.num_env_groups)
         for _ in range(self.num_learning_epochs):
             for envs in groups:
                 whole = len(groups) == 1  # all envs: no indexing (rsl_rl's update, bit for bit)

@@ -246,7 +246,7 @@ class DistillationCfg:
     grad_reduce_bucket_mb: float = 25.0  # size of the gradient all-reduce buckets (multi-GPU)
     # the envs split into this many groups, each replayed through the rollout on its own: more, smaller optimiser
     # steps per update on the same data (1: every step on all envs, as rsl_rl)
-    num_mini_batches: int = 1
+    num_env_groups: int = 1
 
 
 # ============================================================================ extensions

@@ -265,12 +265,12 @@ def test_recurrent_student_replay_and_carried_state(kit, monkeypatch, rnn_type, 
 
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
 def test_mini_batches_replay_each_env_group_from_its_own_start_state(kit, monkeypatch, rnn_type):
-    """num_mini_batches=2: each half of the envs is replayed on its own from its slice of the rollout's start state,
+    """num_env_groups=2: each half of the envs is replayed on its own from its slice of the rollout's start state,
     with its own optimiser steps; with the optimiser frozen every group reproduces its rollout exactly."""
     steps, envs, gradient_length = 6, 4, 4
     env = kit.FakeEnv(num_envs=envs, done_fn=kit.periodic_dones(envs, [2, 0, 3, 4]))
     alg = kit.make_distillation(env.get_observations(), steps, student_rnn=rnn_type, teacher_rnn="gru",
-                                gradient_length=gradient_length, num_mini_batches=2,
+                                gradient_length=gradient_length, num_env_groups=2,
                                 student_kwargs={"obs_normalization": True})
     _record_means(alg, env, steps)
     alg.update()  # the second rollout starts from a carried, non-zero state
@@ -301,7 +301,7 @@ def test_mini_batches_take_more_steps_and_the_student_learns(kit):
     for groups in (1, 4):
         torch.manual_seed(0)
         alg = kit.make_distillation(env.get_observations(), 8, groups=GROUPS_SAME, learning_rate=3e-3,
-                                    gradient_length=8, num_mini_batches=groups, student_kwargs={"hidden_dims": [32]},
+                                    gradient_length=8, num_env_groups=groups, student_kwargs={"hidden_dims": [32]},
                                     teacher_kwargs={"hidden_dims": [16], "init_gains": [1.0, 1.0]})
         initial = _mse_to_teacher(alg, held_out)
         for _ in range(15):
@@ -313,8 +313,8 @@ def test_mini_batches_take_more_steps_and_the_student_learns(kit):
 
 
 def test_mini_batches_must_divide_the_envs(kit):
-    with pytest.raises(ValueError, match=r"num_mini_batches \(3\) must be >= 1 and divide the number of environments \(4\)"):
-        kit.make_distillation(kit.make_obs(4), 2, num_mini_batches=3)
+    with pytest.raises(ValueError, match=r"num_env_groups \(3\) must be >= 1 and divide the number of environments \(4\)"):
+        kit.make_distillation(kit.make_obs(4), 2, num_env_groups=3)
 
 
 # ============================================================================ 15: configuration errors
