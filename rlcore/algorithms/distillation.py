@@ -62,6 +62,11 @@ class Distillation:
             rollout on its own (from its own start states), so an update takes ``num_env_groups`` times as many
             optimiser steps on batches of ``num_envs / num_env_groups`` (1: all environments in every step, as
             rsl_rl). The student sees the same data; it gets more, smaller, steps.
+        start_weight, start_steps: the loss of an environment in its first ``start_steps`` steps after a reset
+            counts ``start_weight`` times (the step's loss is then the weighted mean over the environments). A
+            recurrent student starts an episode from empty memory, and an episode's first second is a small share of
+            the rollout; weighting it trains the start transient a deployed robot goes through (1.0: unweighted,
+            rsl_rl's loss).
     """
 
     teacher_loaded: bool = False
@@ -87,6 +92,8 @@ class Distillation:
         symmetry_cfg: dict | None = None,
         learning_rate_schedule: Sequence[Sequence[float]] | None = None,
         num_env_groups: int = 1,
+        start_weight: float = 1.0,
+        start_steps: int = 50,
     ) -> None:
         for key, word, value in (("rnd_cfg", "RND", rnd_cfg), ("symmetry_cfg", "symmetry", symmetry_cfg)):
             if value is not None:
@@ -99,6 +106,8 @@ class Distillation:
         if int(num_env_groups) < 1 or storage.num_envs % int(num_env_groups):
             raise ConfigError(f"num_env_groups ({num_env_groups}) must be >= 1 and divide the number of "
                               f"environments ({storage.num_envs}).")
+        if not float(start_weight) > 0.0 or int(start_steps) < 1:
+            raise ConfigError(f"start_weight ({start_weight}) must be > 0 and start_steps ({start_steps}) >= 1.")
         self.device = device
         self.student, self.teacher, self.storage = student, teacher, storage
         self.teacher.eval()
@@ -107,6 +116,11 @@ class Distillation:
         self.teacher_loaded = False
         self.num_learning_epochs, self.gradient_length = num_learning_epochs, int(gradient_length)
         self.num_env_groups = int(num_env_groups)
+        self.start_weight, self.start_steps = float(start_weight), int(start_steps)
+        # Steps since each env's last reset [N] (0 at construction: a new env, or a resumed run's, starts afresh),
+        # and its value at the start of the stored rollout, from which the update replays the ages.
+        self.episode_steps = torch.zeros(storage.num_envs, dtype=torch.long, device=device)
+        self.rollout_start_steps = self.episode_steps.clone()
         self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
         self.loss_fn = _LOSSES[loss_type]
         self.use_mixed_precision = bool(use_mixed_precision or use_bf16)  # bf16 autocast for the student
@@ -144,6 +158,7 @@ class Distillation:
         """Student samples actions ``[N, A]``; the teacher labels the same observations."""
         if not self._rollout_started:
             self.rollout_start_states = (_clone(self.student.get_hidden_state()), _clone(self.teacher.get_hidden_state()))
+            self.rollout_start_steps = self.episode_steps.clone()
             self._rollout_started = True
         t = self.transition
         t.actions = self.student(obs, stochastic_output=True).detach()
@@ -157,6 +172,7 @@ class Distillation:
         t.rewards, t.dones = rewards, dones
         self.storage.add_transition(t)
         t.clear()
+        self.episode_steps = (self.episode_steps + 1) * (dones.reshape(-1) == 0)
         self.student.reset(dones)
         self.teacher.reset(dones)
 
@@ -177,6 +193,7 @@ class Distillation:
             for envs in groups:
                 whole = len(groups) == 1  # all envs: no indexing (rsl_rl's update, bit for bit)
                 self.student.reset(hidden_state=_select(self.rollout_start_states[0], None if whole else envs))
+                ages = self.rollout_start_steps if whole else self.rollout_start_steps[envs]  # [n] steps since reset
                 window_loss, window_len = 0.0, 0
                 for batch in self.storage.generator():
                     obs, target = batch.observations, batch.privileged_actions
@@ -185,7 +202,7 @@ class Distillation:
                         obs, target, dones = obs[envs], target[envs], dones[envs]
                     with autocast:
                         actions = self.student(obs)
-                        loss = self.loss_fn(actions.float(), target)
+                        loss = self._loss(actions.float(), target, ages)
                     window_loss = window_loss + loss
                     total += loss.item()
                     if estimator is not None:  # supervised state estimate (true value from the rollout's obs)
@@ -197,6 +214,7 @@ class Distillation:
                     if window_len == self.gradient_length:
                         self._step(window_loss)
                         window_loss, window_len = 0.0, 0
+                    ages = (ages + 1) * ~dones
                     self.student.reset(dones)
                     self.student.detach_hidden_state(dones)
                 if window_len > 0:  # the last, partial window counts too
@@ -212,6 +230,15 @@ class Distillation:
         if estimator is not None:
             losses["estimator"] = total_estimator / max(count, 1)
         return losses
+
+    def _loss(self, actions: torch.Tensor, target: torch.Tensor, ages: torch.Tensor) -> torch.Tensor:
+        """The step's imitation loss over ``[n, A]`` actions: the plain mean, or with ``start_weight`` the mean of the
+        per-env losses weighted by ``start_weight`` where ``ages`` (steps since reset, ``[n]``) < ``start_steps``."""
+        if self.start_weight == 1.0:
+            return self.loss_fn(actions, target)
+        per_env = self.loss_fn(actions, target, reduction="none").mean(dim=-1)  # [n]
+        weights = torch.where(ages < self.start_steps, self.start_weight, 1.0).to(per_env.dtype)
+        return (weights * per_env).sum() / weights.sum()
 
     def _step(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)

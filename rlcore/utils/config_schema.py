@@ -247,6 +247,10 @@ class DistillationCfg:
     # the envs split into this many groups, each replayed through the rollout on its own: more, smaller optimiser
     # steps per update on the same data (1: every step on all envs, as rsl_rl)
     num_env_groups: int = 1
+    # the loss of an env in its first start_steps steps after a reset counts start_weight times (1: unweighted, as
+    # rsl_rl): trains the start from empty memory that a deployed recurrent student goes through
+    start_weight: float = 1.0
+    start_steps: int = 50  # steps after a reset that start_weight covers (50 = 1 s on Go2)
 
 
 # ============================================================================ extensions

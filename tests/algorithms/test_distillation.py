@@ -317,6 +317,37 @@ def test_mini_batches_must_divide_the_envs(kit):
         kit.make_distillation(kit.make_obs(4), 2, num_env_groups=3)
 
 
+@pytest.mark.parametrize("groups", [1, 2])
+def test_start_weight_weights_the_first_steps_after_a_reset(kit, monkeypatch, groups):
+    """start_weight=4, start_steps=2: an env's loss counts 4 times in its first 2 steps after a reset. Ages are
+    hand-computed from the done pattern (env i done every periods[i] steps: age at global step s is s % period);
+    the second rollout starts mid-episode, so the ages carried across the update are checked too."""
+    steps, envs, periods = 6, 4, [2, 0, 3, 4]
+    env = kit.FakeEnv(num_envs=envs, done_fn=kit.periodic_dones(envs, periods))
+    alg = kit.make_distillation(env.get_observations(), steps, student_rnn="gru", teacher_rnn="gru",
+                                gradient_length=steps, num_env_groups=groups, start_weight=4.0, start_steps=2)
+    _record_means(alg, env, steps)
+    alg.update()
+    means, _ = _record_means(alg, env, steps)  # global steps 6..11
+    monkeypatch.setattr(alg.optimizer, "step", lambda *a, **k: None)  # the replay then equals the rollout
+    ages = torch.tensor([[s % p if p else s for p in periods] for s in range(steps, 2 * steps)])  # [T, N]
+    assert torch.equal(alg.rollout_start_steps, ages[0])
+    weights = torch.where(ages < 2, 4.0, 1.0)
+    with torch.no_grad():
+        per_env = (means - alg.storage.privileged_actions).square().mean(-1)  # [T, N]
+    expected = torch.stack([(weights[:, g] * per_env[:, g]).sum(1) / weights[:, g].sum(1)
+                            for g in torch.arange(envs).chunk(groups)]).mean()
+    unweighted = per_env.mean()
+    loss = alg.update()["behavior"]
+    assert loss == pytest.approx(expected.item(), rel=1e-5)
+    assert abs(expected.item() - unweighted.item()) > 1e-3 * unweighted.item()  # the weights do change the loss
+
+
+def test_start_weight_must_be_positive(kit):
+    with pytest.raises(ValueError, match=r"start_weight \(0.0\) must be > 0 and start_steps \(50\) >= 1"):
+        kit.make_distillation(kit.make_obs(4), 2, start_weight=0.0)
+
+
 # ============================================================================ 15: configuration errors
 def test_extensions_are_refused(kit):
     obs = kit.make_obs(2)
