@@ -264,7 +264,7 @@ def test_recurrent_student_replay_and_carried_state(kit, monkeypatch, rnn_type, 
 
 
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
-def test_mini_batches_replay_each_env_group_from_its_own_start_state(kit, monkeypatch, rnn_type):
+def test_env_groups_replay_each_group_from_its_own_start_state(kit, monkeypatch, rnn_type):
     """num_env_groups=2: each half of the envs is replayed on its own from its slice of the rollout's start state,
     with its own optimiser steps; with the optimiser frozen every group reproduces its rollout exactly."""
     steps, envs, gradient_length = 6, 4, 4
@@ -294,7 +294,7 @@ def test_mini_batches_replay_each_env_group_from_its_own_start_state(kit, monkey
         assert torch.equal(a, b)
 
 
-def test_mini_batches_take_more_steps_and_the_student_learns(kit):
+def test_env_groups_take_more_steps_and_the_student_learns(kit):
     env = kit.FakeEnv(num_envs=16)
     held_out = kit.make_obs(256)
     finals = {}
@@ -312,7 +312,7 @@ def test_mini_batches_take_more_steps_and_the_student_learns(kit):
     print(finals)  # four times the optimiser steps on the same data
 
 
-def test_mini_batches_must_divide_the_envs(kit):
+def test_env_groups_must_divide_the_envs(kit):
     with pytest.raises(ValueError, match=r"num_env_groups \(3\) must be >= 1 and divide the number of environments \(4\)"):
         kit.make_distillation(kit.make_obs(4), 2, num_env_groups=3)
 
