@@ -74,6 +74,11 @@ class RobustnessCfg:
     threads: int | None = None  # MuJoCo rollout threads (None: all available cores)
     solver_iterations: int | None = None  # replaces the file's MuJoCo solver iterations (None: the file's)
     table: str = "full"  # full: one row per case, then per variant; summary: per variant only
+    # std of Gaussian noise added to the policy's actions at every control step (action units, before the env's clip;
+    # 0: none): a stress test of how close to a fall the policy walks
+    action_noise: float = 0.0
+    repeats: int = 1  # runs of each case, as cases named <command>#<k> (with action_noise: independent noise draws)
+    seed: int = 0  # seed of the action noise
 
 
 def resolve_policy(path: str) -> str:
@@ -131,7 +136,7 @@ def select_variants(names: Sequence[str]) -> list:
 def evaluate(policy: str, variants: Sequence | None = None,
              commands: Sequence[tuple[str, tuple[float, float, float]]] = PROBE_COMMANDS, settle_s: float = 1.0,
              measure_s: float = 5.0, threads: int | None = None, solver_iterations: int | None = None,
-             table: str = "full",
+             table: str = "full", action_noise: float = 0.0, repeats: int = 1, seed: int = 0,
              out: Callable[[str], None] = print) -> dict:
     """Run the robustness grid on an exported policy; print the tables and the summary line; return the results.
 
@@ -144,6 +149,13 @@ def evaluate(policy: str, variants: Sequence | None = None,
         threads: MuJoCo rollout threads (None: all available cores).
         solver_iterations: MuJoCo solver iterations instead of the file's (None: the policy's own physics).
         table: ``"full"`` (a row per case and per variant), ``"summary"`` (per variant), ``"none"``.
+        action_noise: std of Gaussian noise added to the policy's actions at every control step (action units,
+            before the env clips them). A deterministic policy on a deterministic simulator can pass a hard case by
+            a hair; with noise of a few hundredths (much less than a trained PPO policy's own exploration noise)
+            a policy that walks with a margin still does not fall.
+        repeats: run every case this many times (cases named ``<command>#<k>``; the falls count over all of them),
+            each with its own noise draws.
+        seed: seed of the noise (the same seed: the same draws).
         out: where lines go.
 
     Returns:
@@ -165,15 +177,21 @@ def evaluate(policy: str, variants: Sequence | None = None,
     commands = list(commands)
     if not variants or not commands:
         raise UserError("robustness: give at least one variant and one command.")
+    if not (action_noise >= 0 and int(repeats) >= 1):
+        raise UserError(f"action_noise={action_noise}, repeats={repeats}: need action_noise >= 0 and repeats >= 1.")
+    if int(repeats) > 1:
+        commands = [(f"{name}#{k}", c) for name, c in commands for k in range(int(repeats))]
     if not (settle_s >= 0 and measure_s > 0):
         raise UserError(f"settle_s={settle_s}, measure_s={measure_s}: need settle_s >= 0 and measure_s > 0.")
     control_dt = meta["physics_dt"] * meta["decimation"]
     settle, measured = round(settle_s / control_dt), max(1, round(measure_s / control_dt))
     env = _grid_env(path, meta, len(variants) * len(commands), (settle + measured + 50) * control_dt, threads,
                     solver_iterations)
-    run = _run_grid(env, path, meta, variants, commands, settle, measured)
+    noise = (float(action_noise), np.random.default_rng(seed)) if action_noise > 0 else None
+    run = _run_grid(env, path, meta, variants, commands, settle, measured, noise)
     result = {"policy": path, **_summarise(run, variants, commands)}
     result["wall_s"] = time.perf_counter() - start
+    result["action_noise"], result["repeats"] = float(action_noise), int(repeats)
     _report(result, meta, variants, commands, settle * control_dt, measured * control_dt, table, out)
     return result
 
@@ -190,16 +208,17 @@ def _grid_env(path: str, meta: dict, n: int, episode_s: float, threads: int | No
         raise UserError(f"{path}: {' '.join(str(err).split())[:300]}; re-export it with this rlcore.") from None
 
 
-def _run_grid(env, path: str, meta: dict, variants: list, commands: list, settle: int, measured: int) -> dict:
+def _run_grid(env, path: str, meta: dict, variants: list, commands: list, settle: int, measured: int,
+              noise: tuple | None = None) -> dict:
     """Env ``e`` gets variant ``e // C`` and command ``e % C`` (C commands); all run closed-loop at once
-    (:func:`_closed_loop`'s results). Closes ``env``."""
+    (:func:`_closed_loop`'s results, ``noise`` passed on). Closes ``env``."""
     import torch
 
     try:
         env.assign_variants(variants, np.repeat(np.arange(len(variants)), len(commands)))
         cmd = torch.tensor([c for _, c in commands], dtype=torch.float32)  # [C, 3]
         env.commands[:] = cmd.repeat(len(variants), 1)  # [N, 3]
-        return _closed_loop(env, _session(path), meta, settle, measured)
+        return _closed_loop(env, _session(path), meta, settle, measured, noise)
     finally:
         env.close()
 
@@ -263,8 +282,9 @@ def not_followed(case: dict) -> str:
     return ", ".join(why)
 
 
-def _closed_loop(env, session, meta: dict, settle: int, measured: int) -> dict:
-    """Drive ``env`` (commands set) with the ONNX ``session`` for ``settle + measured`` control steps.
+def _closed_loop(env, session, meta: dict, settle: int, measured: int, noise: tuple | None = None) -> dict:
+    """Drive ``env`` (commands set) with the ONNX ``session`` for ``settle + measured`` control steps; ``noise``:
+    ``(std, numpy Generator)`` of Gaussian noise added to the actions (the policy's state is its own, noise-free).
 
     Returns numpy arrays over the N envs: ``vel [N, 3]`` (mean measured vx, vy, yaw rate; zero once fallen),
     ``err_xy``, ``err_yaw`` (mean measured errors), ``fallen``, ``unstable`` (the fall was a physics failure or a
@@ -290,6 +310,8 @@ def _closed_loop(env, session, meta: dict, settle: int, measured: int) -> dict:
             actions = outputs["actions"]
             bad_action = ~np.isfinite(actions).all(axis=1)
             actions = np.where(bad_action[:, None], 0.0, actions).astype(np.float32)
+            if noise is not None:
+                actions = actions + (noise[0] * noise[1].standard_normal(actions.shape)).astype(np.float32)
             obs, _, dones, extras = env.step(torch.from_numpy(actions))
             now_unstable = env.sim.unstable.cpu().numpy() | bad_action
             fell = (dones & ~extras["time_outs"]).cpu().numpy() | now_unstable
@@ -350,7 +372,8 @@ def _report(result: dict, meta: dict, variants: list, commands: list, settle_s: 
     if table != "none":
         out(f"robustness of {result['policy']} (task {meta.get('task')}, {meta.get('model')}, rlcore "
             f"{meta.get('version')}): {len(variants)} variants x {len(commands)} commands = {len(cases)} envs, "
-            f"{settle_s:g} s settle + {measure_s:g} s measured")
+            f"{settle_s:g} s settle + {measure_s:g} s measured"
+            + (f", action noise std {result['action_noise']:g}" if result["action_noise"] > 0 else ""))
     if table == "full":
         out(f"{'variant':<20} {'command':<15} {'cmd vx/vy/wz':>17} {'reached vx/vy/wz':>20} {'err_xy':>7} "
             f"{'reached':>7} {'err_yaw':>7}  fall")
@@ -400,10 +423,11 @@ def main(argv: list[str] | None = None) -> None:
             raise UserError("robustness needs a policy: python -m rlcore.robustness <policy.onnx | run dir>.")
         if args["table"] not in ("full", "summary", "none"):
             raise UserError(f"table={args['table']}: use full, summary or none.")
-        check_counts(args, ("threads", "solver_iterations"))
+        check_counts(args, ("threads", "solver_iterations", "repeats"))
         evaluate(args["policy"], select_variants(args["variants"]), settle_s=float(args["settle_s"]),
                  measure_s=float(args["measure_s"]), threads=args["threads"],
-                 solver_iterations=args["solver_iterations"], table=args["table"])
+                 solver_iterations=args["solver_iterations"], table=args["table"],
+                 action_noise=float(args["action_noise"]), repeats=int(args["repeats"]), seed=int(args["seed"]))
 
 
 if __name__ == "__main__":

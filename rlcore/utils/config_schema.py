@@ -251,6 +251,9 @@ class DistillationCfg:
     # rsl_rl): trains the start from empty memory that a deployed recurrent student goes through
     start_weight: float = 1.0
     start_steps: int = 50  # steps after a reset that start_weight covers (50 = 1 s on Go2)
+    # per env and step, the probability that the student's memory is cleared without an env reset (0: never, as
+    # rsl_rl): trains acting from empty memory in every state, not only at episode starts
+    forget_prob: float = 0.0
 
 
 # ============================================================================ extensions

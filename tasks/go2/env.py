@@ -663,11 +663,15 @@ class Go2Env(VecEnv):
         out["num_envs"] = self.num_envs
         return out
 
+    def _check_state(self, state: dict, same_num_envs: bool) -> None:
+        """Refuse an env state saved by another task (or, with ``same_num_envs``, with another env count)."""
+        if state.get("task") != type(self).__name__ or (same_num_envs and int(state.get("num_envs", -1)) != self.num_envs):
+            raise ConfigError(f"env state is for task {state.get('task')} with num_envs={state.get('num_envs')}; "
+                              f"this is {type(self).__name__} with num_envs={self.num_envs}")
+
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`'s output; refuses a state from another task or env count."""
-        if state.get("task") != type(self).__name__ or int(state.get("num_envs", -1)) != self.num_envs:
-            raise ConfigError(f"env state is for task {state.get('task')} with num_envs={state.get('num_envs')}; "
-                             f"this is {type(self).__name__} with num_envs={self.num_envs}")
+        self._check_state(state, same_num_envs=True)
         for name in self.STATE_TENSORS:
             if name not in state and name in self.HISTORY_TENSORS:  # a state saved before the history existed
                 self.history_fresh.fill_(True)
@@ -707,8 +711,7 @@ class Go2Env(VecEnv):
         and spends its first ``domain_rand.curriculum_steps`` steps where the deployed policy is least tested.
         The robot pool itself stays this env's own (drawn from its seed); :meth:`use_robot_pool` adopts a saved one.
         """
-        if state.get("task") != type(self).__name__:
-            raise ConfigError(f"env state is for task {state.get('task')}; this is {type(self).__name__}")
+        self._check_state(state, same_num_envs=False)
         counter = int(state["common_step_counter"])
         saved_levels = torch.as_tensor(state["terrain_levels"]).to(self.device)
         moved_levels = not self.terrain.is_flat and saved_levels.numel() > 0 and bool(saved_levels.any())

@@ -486,3 +486,49 @@ def test_a_students_estimator_is_trained_by_distillation_and_reported(kit, monke
         losses.append(alg.update()["estimator"])
     assert first["estimator"] > 0.5  # the echoed frame is unit-variance noise
     assert sum(losses[-5:]) / 5 < 0.1 * first["estimator"], (first["estimator"], losses[-5:])
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
+def test_forget_prob_clears_the_student_memory_and_the_update_replays_the_clears(kit, monkeypatch, rnn_type):
+    """forget_prob=0.25, no episode ends: after each step the student's memory is zero exactly where a clear was drawn
+    (stored as a done), never the teacher's; about a quarter of the steps clear it; with the optimiser frozen the
+    replay reproduces the rollout's mean actions, which it would not if it ignored the clears."""
+    steps, envs = 12, 16
+    env = kit.FakeEnv(num_envs=envs)
+    torch.manual_seed(3)
+    alg = kit.make_distillation(env.get_observations(), steps, student_rnn=rnn_type, teacher_rnn="gru",
+                                gradient_length=steps, forget_prob=0.25)
+    obs = env.get_observations()
+    means = []
+    with torch.inference_mode():
+        for t in range(steps):
+            actions = alg.act(obs)
+            means.append(alg.student.output_mean.clone())
+            obs, rewards, dones, extras = env.step(actions)
+            assert not dones.any()
+            alg.process_env_step(obs, rewards, dones, extras)
+            cleared = alg.storage.dones[t, :, 0].bool()
+            for h in _as_tuple(alg.student.get_hidden_state()):
+                assert torch.equal(h.abs().sum(dim=(0, 2)) == 0, cleared)
+            assert (alg.teacher.get_hidden_state().abs().sum(dim=(0, 2)) > 0).all()
+            assert torch.equal(alg.episode_steps == 0, cleared)
+    share = alg.storage.dones.mean().item()
+    assert 0.15 < share < 0.35, share  # 192 draws of p = 0.25
+    replayed = []
+    handle = alg.student.register_forward_hook(lambda m, i, o: replayed.append(o.detach().clone()))
+    monkeypatch.setattr(alg.optimizer, "step", lambda *a, **k: None)
+    alg.update()
+    handle.remove()
+    torch.testing.assert_close(torch.stack(replayed), torch.stack(means), atol=1e-5, rtol=1e-5)
+    # the same replay without the clears (memory carried through): different actions after the first clear
+    alg_free = kit.make_distillation(env.get_observations(), steps, student_rnn=rnn_type, teacher_rnn="gru")
+    alg_free.student.load_state_dict(alg.student.state_dict())
+    alg_free.student.reset(hidden_state=alg.rollout_start_states[0])
+    with torch.no_grad():
+        free = torch.stack([alg_free.student(alg.storage.observations[t]) for t in range(steps)])
+    assert not torch.allclose(free, torch.stack(means), atol=1e-3)
+
+
+def test_forget_prob_must_be_a_probability(kit):
+    with pytest.raises(ValueError, match=r"forget_prob \(1.0\) must be in \[0, 1\)"):
+        kit.make_distillation(kit.make_obs(4), 2, forget_prob=1.0)

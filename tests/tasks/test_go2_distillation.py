@@ -161,6 +161,20 @@ def test_continue_curriculum_draws_rough_terrain_levels_from_the_saved_ones():
     assert torch.allclose(env.spawn_xy, origins[:, :2])  # the reset placed every robot on its new level
 
 
+def test_env_state_of_another_task_or_env_count_is_refused():
+    """load_state_dict needs the same task and env count; continue_curriculum only the same task."""
+    from rlcore.errors import ConfigError
+
+    saved = go2(6).state_dict()
+    env = go2(8)
+    with pytest.raises(ConfigError, match="env state is for task Go2Env with num_envs=6; this is Go2Env with num_envs=8"):
+        env.load_state_dict(saved)
+    saved["common_step_counter"] = 123
+    assert env.continue_curriculum(saved) and env.common_step_counter == 123  # another env count is fine here
+    with pytest.raises(ConfigError, match="env state is for task Other"):
+        env.continue_curriculum({**saved, "task": "Other"})
+
+
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
 def test_exported_student_equals_torch_in_a_closed_loop(teacher_ckpt, tmp_path, rnn_type):
     """50 control steps of Go2 driven by onnxruntime (state fed back, zeroed at episode ends); the torch student sees

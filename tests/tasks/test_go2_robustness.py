@@ -269,6 +269,28 @@ def test_a_falling_policy_is_flagged(tmp_path, go2_meta):
     assert r["not_followed"] == []  # a fall is counted as a fall, not as a command not followed
 
 
+def test_action_noise_and_repeats(tmp_path, go2_meta):
+    """repeats=2 runs every case twice (cases <command>#0/#1): without noise the copies are identical, with
+    action_noise each copy draws its own noise (the copies differ) and the same seed draws the same noise."""
+    path = constant_policy(tmp_path / "stand.onnx", 0.0, go2_meta)
+    cmds = COMMANDS[2:]  # yaw_1.0: a standing policy only rocks, so its error is the noise's doing
+
+    def run(**kw):
+        r = evaluate(path, ["nominal"], cmds, out=lambda _: None, repeats=2, **SHORT, **kw)
+        assert [c["command"] for c in r["cases"]] == ["yaw_1.0#0", "yaw_1.0#1"] and r["cases_n"] == 2
+        return [np.array(c["vel"] + [c["err_xy"]]) for c in r["cases"]]
+
+    quiet = run()
+    assert np.array_equal(quiet[0], quiet[1])
+    noisy = run(action_noise=0.3, seed=1)
+    assert not np.allclose(noisy[0], noisy[1])
+    assert noisy[0][3] > quiet[0][3] + 0.01  # joint targets jittering by ~0.08 rad shake the body
+    again = run(action_noise=0.3, seed=1)
+    assert all(np.array_equal(a, b) for a, b in zip(noisy, again))
+    with pytest.raises(UserError, match="need action_noise >= 0 and repeats >= 1"):
+        evaluate(path, ["nominal"], cmds, out=lambda _: None, action_noise=-0.1, **SHORT)
+
+
 def _case(cmd, vel, fell=False):
     return {"cmd": list(cmd), "vel": list(vel), "fell": fell}
 
