@@ -255,12 +255,12 @@ def _command_integral_module(policy, env, args: dict):
     task's default when ``command_integral_gain`` is null, none at 0), or None; ONNX only."""
     from rlcore.models.command_integral import integral_for
 
-    gain, limit = args.get("command_integral_gain"), args.get("command_integral_limit")
+    gain, limit, band = (args.get(f"command_integral_{k}") for k in ("gain", "limit", "band"))
     if str(args["format"]) != "onnx":
         if gain:
             raise UserError("command_integral_gain > 0 is written into an ONNX graph: use format=onnx.")
         return None
-    return integral_for(policy, env, None if gain is None else float(gain), None if limit is None else float(limit))
+    return integral_for(policy, env, *(None if x is None else float(x) for x in (gain, limit, band)))
 
 
 def _stateful_reference(module, recorded: list) -> list:

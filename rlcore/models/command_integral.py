@@ -6,9 +6,14 @@ from its training pool's average it keeps a steady error (``bench/noise_gap.py -
 built here adds the integral term a deployed controller would: the policy is shown ``cmd + u`` instead of ``cmd``,
 with
 
-    u_out = clip(u_in + gain * dt * (cmd_xy - estimate_xy), -limit, limit),   u = 0 at an episode start,
+    u_out = clip(u_in + gain * dt * e * (|e| < band), -limit, limit),   e = cmd_xy - estimate_xy,   u = 0 at an episode start,
 
-so the policy walks until its own estimate reads the command. ``u`` is a recurrent state of the graph
+so the policy walks until its own estimate reads the command. The band (per axis; 0: none) is integral separation,
+the textbook anti-windup: while the robot is far from its command (starting off, after a command step or a push) the
+error is the policy's to remove, and integrating it would only wind ``u`` up to its limit and overshoot; the loop
+trims the steady error left once the robot is near the command, which is what it is for. Measured on the seed-1
+teacher (README, *Integral action in the exported graph*): without the band, the wind-up of a start at vx 1.0 on the
+harshest robot made it fall in 23 of 64 runs under action noise of std 0.05, against 2 of 64 for the policy alone. ``u`` is a recurrent state of the graph
 (``u_in [1, B, 2] -> u_out``, named and shaped like an RNN's state, so every rlcore tool that carries ``h_in``
 carries it). Only the policy's own inputs and its estimate are used: nothing a robot does not have.
 
@@ -45,13 +50,14 @@ class CommandIntegralPolicy(ExportedPolicy):
         command_scale: ``(sx, sy)``: the observation scale of the command's vx and vy.
         velocity_scale: the observation scale of the estimator's base velocity (its first two outputs: vx, vy).
         gain: integral gain ``[1/s]``; dt: control period ``[s]``; limit: ``|u|`` bound per axis ``[m/s]``.
+        band: an axis integrates only while its error is under this ``[m/s]`` (0: always).
         rnn: a recurrent model's ``nn.LSTM`` / ``nn.GRU`` (batch second) between normaliser and head; None for an MLP.
     """
 
     def __init__(self, normalizer: nn.Module, estimator: nn.Module, mlp: nn.Module, deterministic: nn.Module,
                  obs_dim: int, command_columns: Sequence[tuple[int, int]], current: tuple[int, int],
                  command_scale: tuple[float, float], velocity_scale: float, gain: float, dt: float,
-                 limit: float, rnn: nn.Module | None = None) -> None:
+                 limit: float, rnn: nn.Module | None = None, band: float = 0.0) -> None:
         super().__init__()
         self.obs_normalizer, self.estimator, self.mlp, self.deterministic_output = (normalizer, estimator, mlp,
                                                                                   deterministic)
@@ -65,6 +71,7 @@ class CommandIntegralPolicy(ExportedPolicy):
         self.register_buffer("shift", shift)
         self.register_buffer("read", read)
         self.velocity_scale, self.gain, self.dt, self.limit = float(velocity_scale), float(gain), float(dt), float(limit)
+        self.band = float(band)
         memory = [] if rnn is None else ["h", "c"] if self.is_lstm else ["h"]
         inputs = ["obs"] + [f"{m}_in" for m in memory] + [STATE_INPUT]
         outputs = ["actions"] + [f"{m}_out" for m in memory] + [STATE_OUTPUT]
@@ -91,6 +98,8 @@ class CommandIntegralPolicy(ExportedPolicy):
         estimate = self.estimator(z)
         actions = self.deterministic_output(self.mlp(torch.cat([z, estimate], dim=-1)))
         error = obs @ self.read - estimate[:, :2] / self.velocity_scale  # cmd_xy - estimate_xy [m/s]
+        if self.band > 0.0:  # integral separation: integrate only near the command
+            error = torch.where(error.abs() < self.band, error, torch.zeros_like(error))
         u_out = torch.clamp(u + self.gain * self.dt * error, -self.limit, self.limit)
         return (actions, *memory, u_out.unsqueeze(0))
 
@@ -100,9 +109,9 @@ class CommandIntegralPolicy(ExportedPolicy):
 
     def metadata(self) -> dict:
         """The ``command_integral`` entry of the file's interface."""
-        return {"state": STATE_INPUT, "gain": self.gain, "limit": self.limit, "dt": self.dt,
-                "law": "obs command columns += u * scale; u_out = clip(u_in + gain * dt * (cmd_xy - estimate_xy), "
-                       "-limit, limit); u = 0 at an episode start"}
+        return {"state": STATE_INPUT, "gain": self.gain, "limit": self.limit, "dt": self.dt, "band": self.band,
+                "law": "obs command columns += u * scale; e = cmd_xy - estimate_xy; u_out = clip(u_in + gain * dt * e "
+                       "* (|e| < band, per axis; always when band is 0), -limit, limit); u = 0 at an episode start"}
 
 
 def _cannot_carry(model: nn.Module) -> str | None:
@@ -125,7 +134,7 @@ def _velocity_scale(groups: dict) -> float | None:
 
 
 def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale: float, gain: float, dt: float,
-                            limit: float) -> CommandIntegralPolicy:
+                            limit: float, band: float = 0.0) -> CommandIntegralPolicy:
     """The :class:`CommandIntegralPolicy` of ``model`` (an MLPModel or RNNModel with a ``base_lin_vel`` estimator), its command
     columns found by name in ``layout`` (the ``obs`` input's terms: ``velocity_commands`` and its history copies
     ``velocity_commands@t-k``, vx and vy first).
@@ -136,8 +145,9 @@ def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale
     problem = _cannot_carry(model)
     if problem:
         raise ConfigError(f"command_integral_gain: {problem}")
-    if not gain > 0 or not limit > 0:
-        raise ConfigError(f"command_integral_gain={gain}, command_integral_limit={limit}: both must be > 0.")
+    if not gain > 0 or not limit > 0 or not band >= 0:
+        raise ConfigError(f"command_integral_gain={gain}, command_integral_limit={limit}, command_integral_band={band}: "
+                          "gain and limit must be > 0, band >= 0.")
     terms = [t for t in layout if t["name"].split("@")[0] == "velocity_commands"]
     current = [t for t in terms if t["name"] == "velocity_commands"]
     if not current:
@@ -150,17 +160,18 @@ def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale
     rnn = copy.deepcopy(model.rnn.rnn).cpu() if getattr(model, "is_recurrent", False) else None
     return CommandIntegralPolicy(normalizer, head.estimator, head.mlp, det, int(model.obs_dim), columns,
                                  (current[0]["start"], current[0]["start"] + 1), scale, velocity_scale, gain, dt,
-                                 limit, rnn).eval()
+                                 limit, rnn, band).eval()
 
 
-def integral_for(policy: nn.Module, env, gain: float | None = None,
-                 limit: float | None = None) -> CommandIntegralPolicy | None:
+def integral_for(policy: nn.Module, env, gain: float | None = None, limit: float | None = None,
+                 band: float | None = None) -> CommandIntegralPolicy | None:
     """The exported graph of ``policy`` with its integral loop, or None for the policy alone.
 
     ``gain`` None: the task's default (``env.command_integral()``, e.g. Go2's ``commands.integral_gain``), applied
     when the policy can carry it (an MLP or RNN policy, PPO actor or distilled student, with a ``base_lin_vel``
     estimator over a ``velocity_commands`` term; else, or for a task without the method: None). ``gain`` 0: None.
-    ``gain`` > 0: required, so a policy that cannot carry it is a ConfigError. ``limit`` None: the task's default, else 0.3 m/s.
+    ``gain`` > 0: required, so a policy that cannot carry it is a ConfigError. ``limit`` None: the task's default, else 0.3 m/s;
+    ``band`` None: the task's default, else 0 (no band).
     """
     from rlcore.utils.export import obs_layout
 
@@ -168,6 +179,7 @@ def integral_for(policy: nn.Module, env, gain: float | None = None,
     requested = gain is not None
     gain = float(defaults.get("gain", 0.0) if gain is None else gain)
     limit = float(defaults.get("limit", 0.3) if limit is None else limit)
+    band = float(defaults.get("band", 0.0) if band is None else band)
     if gain <= 0:
         return None
     interface = env.deployment_interface() if callable(getattr(env, "deployment_interface", None)) else {}
@@ -180,7 +192,7 @@ def integral_for(policy: nn.Module, env, gain: float | None = None,
     if not described:
         raise ConfigError(f"command_integral_gain: the task {type(env).__name__} does not describe its observation "
                           "terms and base_lin_vel scale (deployment_interface()); it needs task=go2's interface.")
-    return command_integral_policy(policy, layout, velocity, gain, float(env.step_dt), limit)
+    return command_integral_policy(policy, layout, velocity, gain, float(env.step_dt), limit, band)
 
 
 def integral_from_interface(policy: nn.Module, meta: dict) -> CommandIntegralPolicy | None:
@@ -190,7 +202,8 @@ def integral_from_interface(policy: nn.Module, meta: dict) -> CommandIntegralPol
     if not loop:
         return None
     return command_integral_policy(policy, meta["obs_layout"], _velocity_scale(meta["observation_groups"]),
-                                   float(loop["gain"]), float(loop["dt"]), float(loop["limit"]))
+                                   float(loop["gain"]), float(loop["dt"]), float(loop["limit"]),
+                                   float(loop.get("band", 0.0)))  # files written before the band: none
 
 
 __all__ = ["STATE_INPUT", "STATE_OUTPUT", "CommandIntegralPolicy", "command_integral_policy", "integral_for",

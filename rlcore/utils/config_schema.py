@@ -330,6 +330,8 @@ class ExportCfg:
     # a base_lin_vel estimator: MLP or RNN, PPO actor or distilled student); 0: the policy alone; > 0: required.
     command_integral_gain: Optional[float] = None  # [1/s]
     command_integral_limit: Optional[float] = None  # [m/s] per axis (null: the task's, else 0.3)
+    # [m/s] an axis integrates only while |cmd - estimate| < band: anti-windup (null: the task's, else 0 = always)
+    command_integral_band: Optional[float] = None
 
 
 # ============================================================================ the defaults, as others read them

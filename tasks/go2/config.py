@@ -83,6 +83,9 @@ class CommandsCfg:
     # 0.15, no falls (limit 0.3: a fall on seed 1's worst plausible robot); gain 4 and more: falls on harsh robots.
     integral_gain: float = 2.0  # [1/s]
     integral_limit: float = 0.15  # [m/s] per axis
+    # [m/s] an axis integrates only while |cmd - estimate| < integral_band (integral separation, the loop's anti-windup;
+    # 0: always). Measured: README, "Integral action in the exported graph".
+    integral_band: float = 0.2
 
 
 @dataclass

@@ -508,9 +508,10 @@ class Go2Env(VecEnv):
     # ------------------------------------------------------------------ deployment
     def command_integral(self) -> dict:
         """The exported policy's default integral loop on the command (``rlcore.models.command_integral``):
-        ``{"gain": [1/s], "limit": [m/s]}`` from ``commands.integral_gain`` / ``integral_limit`` (gain 0: none)."""
+        ``{"gain": [1/s], "limit": [m/s], "band": [m/s]}`` from ``commands.integral_gain`` / ``integral_limit`` /
+        ``integral_band`` (gain 0: none)."""
         c = self.cfg_task.commands
-        return {"gain": float(c.integral_gain), "limit": float(c.integral_limit)}
+        return {"gain": float(c.integral_gain), "limit": float(c.integral_limit), "band": float(c.integral_band)}
 
     def deployment_interface(self) -> dict:
         """How to run a policy of this task on a Go2, as plain JSON-able data (optional ``VecEnv`` method).

@@ -25,11 +25,12 @@ def go2_run(tiny_go2_run) -> dict:
     env.close()
 
 
-def integral_module(go2_run, gain: float = 2.0, limit: float = 0.3):
+def integral_module(go2_run, gain: float = 2.0, limit: float = 0.3, band: float = 0.0):
     from rlcore.export import _command_integral_module
 
     return _command_integral_module(go2_run["policy"], go2_run["env"], {
-        "format": "onnx", "command_integral_gain": gain, "command_integral_limit": limit})
+        "format": "onnx", "command_integral_gain": gain, "command_integral_limit": limit,
+        "command_integral_band": band})
 
 
 def test_the_policy_sees_its_command_shifted_by_u_and_u_integrates_cmd_minus_estimate(go2_run):
@@ -60,6 +61,33 @@ def test_the_policy_sees_its_command_shifted_by_u_and_u_integrates_cmd_minus_est
     assert small.abs().max() <= 0.01 + 1e-7  # the limit bounds the correction
 
 
+def test_the_band_integrates_an_axis_only_near_its_command(go2_run):
+    """band=b: each axis of ``u`` integrates its error only where ``|cmd - estimate| < b`` (integral separation);
+    errors at or over the band leave that axis of ``u`` as it was. Checked against the hand-computed law, on
+    commands set so that both kinds of axis occur; the file's metadata states the band."""
+    policy, env = go2_run["policy"], go2_run["env"]
+    obs = env.get_observations()
+    x = torch.cat([obs[g] for g in policy.obs_groups_1d], dim=-1)
+    u = torch.zeros(4, 2)  # the policy sees its command unshifted, so the eager estimate is the graph's
+    with torch.no_grad():
+        policy(obs, stochastic_output=False)
+        estimate = policy.last_estimate[:, :2] / 2.0
+    cmd = obs["policy"][:, 6:8] / 2.0
+    error = cmd - estimate
+    band = float(error.abs().median())  # about half of the axes inside the band
+    inside = error.abs() < band
+    assert 0 < int(inside.sum()) < inside.numel()
+    module = integral_module(go2_run, gain=2.0, limit=0.3, band=band)
+    u_out = module(x, u.unsqueeze(0))[1][0]
+    expected = (u + 2.0 * env.step_dt * torch.where(inside, error, 0.0)).clamp(-0.3, 0.3)
+    torch.testing.assert_close(u_out, expected, atol=1e-5, rtol=0)
+    assert torch.equal(u_out[~inside], u[~inside]) and (u_out[inside] != 0).all()
+    assert module.metadata()["band"] == band and "|e| < band" in module.metadata()["law"]
+    assert integral_module(go2_run, band=0.0).metadata()["band"] == 0.0
+    with pytest.raises(ConfigError, match="band >= 0"):
+        integral_module(go2_run, band=-0.1)
+
+
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
 def test_a_recurrent_policy_carries_the_loop_after_its_memory(go2_run, rnn_type):
     """An RNN policy (a distilled student's kind) with a base_lin_vel estimator on its memory's output: over 5 steps,
@@ -79,7 +107,7 @@ def test_a_recurrent_policy_carries_the_loop_after_its_memory(go2_run, rnn_type)
     for frame in frames:
         frame["policy"] += 0.3 * torch.randn(frame["policy"].shape, generator=gen)
     model.update_normalization(torch.stack(frames))  # a normaliser that is not the identity
-    module = integral_for(model, env, gain=2.0, limit=0.3)
+    module = integral_for(model, env, gain=2.0, limit=0.3, band=0.0)
     memory = ["h", "c"] if rnn_type == "lstm" else ["h"]
     assert module.input_names == ["obs", *(f"{m}_in" for m in memory), "u_in"]
     assert module.output_names == ["actions", *(f"{m}_out" for m in memory), "u_out"]
@@ -143,7 +171,7 @@ def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustnes
     assert interface["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 2]}]
     assert interface["command_integral"]["gain"] == 3.0 and interface["command_integral"]["state"] == "u_in"
     # onnxruntime over a few steps equals the torch module, u fed back
-    module = integral_module(go2_run, gain=3.0, limit=0.15)  # the file: gain 3, the task's limit
+    module = integral_module(go2_run, gain=3.0, limit=0.15, band=0.2)  # the file: gain 3, the task's limit and band
     groups = go2_run["env"].get_observations()
     obs = torch.cat([groups[g] for g in go2_run["policy"].obs_groups_1d], dim=-1).numpy()  # [4, 270], the task's
     u_onnx, u_torch = np.zeros((1, 4, 2), np.float32), torch.zeros(1, 4, 2)
@@ -178,9 +206,9 @@ def test_play_drives_an_integral_file_with_its_checkpoint_and_alone(go2_run, tmp
 
 def test_go2_exports_carry_the_tasks_loop_by_default(go2_run, tmp_path):
     """Without the key, ``rlcore.export`` and the policy.onnx written at the end of training both carry Go2's
-    ``commands.integral_gain`` (2.0) and ``integral_limit`` (0.15); a pendulum policy has no loop to carry."""
+    ``commands.integral_gain`` (2.0), ``integral_limit`` (0.15) and ``integral_band`` (0.2); a pendulum policy has no loop to carry."""
     from rlcore.export import export
-    from rlcore.models.command_integral import integral_for
+    from rlcore.models.command_integral import integral_for, integral_from_interface
     from rlcore.utils.export import read_onnx_interface
 
     default = tmp_path / "default.onnx"
@@ -188,7 +216,11 @@ def test_go2_exports_carry_the_tasks_loop_by_default(go2_run, tmp_path):
     trained = read_onnx_interface(str(Path(go2_run["dir"]) / "policy.onnx"))
     for meta in (read_onnx_interface(str(default)), trained):
         assert meta["command_integral"]["gain"] == 2.0 and meta["command_integral"]["limit"] == 0.15
+        assert meta["command_integral"]["band"] == 0.2
+        assert integral_from_interface(go2_run["policy"], meta).band == 0.2  # the file's law, rebuilt in torch
         assert [i["name"] for i in meta["inputs"]] == ["obs", "u_in"]
+    older = {**trained, "command_integral": {k: v for k, v in trained["command_integral"].items() if k != "band"}}
+    assert integral_from_interface(go2_run["policy"], older).band == 0.0  # a file written before the band: none
 
     class Pendulum:  # a task without command_integral() / a velocity command
         step_dt = 0.05
