@@ -205,19 +205,24 @@ def test_teacher_checkpoint_mismatch_names_the_difference(kit):
 
 
 # ============================================================================ 15: recurrent student
-def _record_means(alg: Distillation, env, steps: int):
-    """Collect a rollout; return the student's mean action at every step [T, N, A] and its final hidden state."""
+def _zero_state_after_dones(alg: Distillation, step: int, dones: torch.Tensor) -> None:
+    for model in (alg.student, alg.teacher):  # finished episodes start from the zero state
+        for h in _as_tuple(model.get_hidden_state()):
+            assert (h[:, dones].abs().sum() == 0) and (h[:, ~dones].abs().sum(-1) > 0).all()
+
+
+def _record_means(alg: Distillation, env, steps: int, check=_zero_state_after_dones):
+    """Collect a rollout; return the student's mean action at every step [T, N, A] and its final hidden state.
+    ``check(alg, step, dones)`` runs after each step."""
     obs = env.get_observations()
     means = []
     with torch.inference_mode():
-        for _ in range(steps):
+        for t in range(steps):
             actions = alg.act(obs)
             means.append(alg.student.output_mean.clone())
             obs, rewards, dones, extras = env.step(actions)
             alg.process_env_step(obs, rewards, dones, extras)
-            for model in (alg.student, alg.teacher):  # finished episodes start from the zero state
-                for h in _as_tuple(model.get_hidden_state()):
-                    assert (h[:, dones].abs().sum() == 0) and (h[:, ~dones].abs().sum(-1) > 0).all()
+            check(alg, t, dones)
     state = alg.student.get_hidden_state()
     state = tuple(s.clone() for s in state) if isinstance(state, tuple) else state.clone()
     return torch.stack(means), state
@@ -498,20 +503,16 @@ def test_forget_prob_clears_the_student_memory_and_the_update_replays_the_clears
     torch.manual_seed(3)
     alg = kit.make_distillation(env.get_observations(), steps, student_rnn=rnn_type, teacher_rnn="gru",
                                 gradient_length=steps, forget_prob=0.25)
-    obs = env.get_observations()
-    means = []
-    with torch.inference_mode():
-        for t in range(steps):
-            actions = alg.act(obs)
-            means.append(alg.student.output_mean.clone())
-            obs, rewards, dones, extras = env.step(actions)
-            assert not dones.any()
-            alg.process_env_step(obs, rewards, dones, extras)
-            cleared = alg.storage.dones[t, :, 0].bool()
-            for h in _as_tuple(alg.student.get_hidden_state()):
-                assert torch.equal(h.abs().sum(dim=(0, 2)) == 0, cleared)
-            assert (alg.teacher.get_hidden_state().abs().sum(dim=(0, 2)) > 0).all()
-            assert torch.equal(alg.episode_steps == 0, cleared)
+
+    def check(alg, t, dones):
+        assert not dones.any()
+        cleared = alg.storage.dones[t, :, 0].bool()
+        for h in _as_tuple(alg.student.get_hidden_state()):
+            assert torch.equal(h.abs().sum(dim=(0, 2)) == 0, cleared)
+        assert (alg.teacher.get_hidden_state().abs().sum(dim=(0, 2)) > 0).all()
+        assert torch.equal(alg.episode_steps == 0, cleared)
+
+    means, _ = _record_means(alg, env, steps, check)
     share = alg.storage.dones.mean().item()
     assert 0.15 < share < 0.35, share  # 192 draws of p = 0.25
     replayed = []
@@ -519,14 +520,14 @@ def test_forget_prob_clears_the_student_memory_and_the_update_replays_the_clears
     monkeypatch.setattr(alg.optimizer, "step", lambda *a, **k: None)
     alg.update()
     handle.remove()
-    torch.testing.assert_close(torch.stack(replayed), torch.stack(means), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.stack(replayed), means, atol=1e-5, rtol=1e-5)
     # the same replay without the clears (memory carried through): different actions after the first clear
     alg_free = kit.make_distillation(env.get_observations(), steps, student_rnn=rnn_type, teacher_rnn="gru")
     alg_free.student.load_state_dict(alg.student.state_dict())
     alg_free.student.reset(hidden_state=alg.rollout_start_states[0])
     with torch.no_grad():
         free = torch.stack([alg_free.student(alg.storage.observations[t]) for t in range(steps)])
-    assert not torch.allclose(free, torch.stack(means), atol=1e-3)
+    assert not torch.allclose(free, means, atol=1e-3)
 
 
 def test_forget_prob_must_be_a_probability(kit):
