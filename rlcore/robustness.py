@@ -162,7 +162,8 @@ def evaluate(policy: str, variants: Sequence | None = None,
         ``cases`` (a dict per case), ``variants`` (a dict per variant name), ``nominal_err``, ``mean_err``,
         ``worst_err``, ``worst_variant``, ``falls``, ``unstable``, ``cases_n``, the yaw-rate figures
         ``nominal_err_yaw``, ``mean_err_yaw``, ``worst_err_yaw``, ``worst_yaw_variant``, ``not_followed`` (the
-        cases whose ``not_followed`` reason, from :func:`not_followed`, is not empty), ``wall_s``, ``policy``.
+        cases whose ``not_followed`` reason, from :func:`not_followed`, is not empty), ``wall_s``, ``policy``,
+        ``action_noise``, ``repeats``.
     """
     from tasks.go2.variants import ROBUSTNESS_GRID
 
@@ -423,7 +424,7 @@ def main(argv: list[str] | None = None) -> None:
             raise UserError("robustness needs a policy: python -m rlcore.robustness <policy.onnx | run dir>.")
         if args["table"] not in ("full", "summary", "none"):
             raise UserError(f"table={args['table']}: use full, summary or none.")
-        check_counts(args, ("threads", "solver_iterations", "repeats"))
+        check_counts(args, ("threads", "solver_iterations"))  # repeats: evaluate checks it, for Python callers too
         evaluate(args["policy"], select_variants(args["variants"]), settle_s=float(args["settle_s"]),
                  measure_s=float(args["measure_s"]), threads=args["threads"],
                  solver_iterations=args["solver_iterations"], table=args["table"],

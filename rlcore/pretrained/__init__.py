@@ -36,7 +36,7 @@ PRETRAINED: dict[str, Pretrained] = {
                 "the graph carries the integral loop on the command (gain 2, limit 0.15, anti-windup band 0.2; state "
                 "u_in/u_out)",
         command="python -m rlcore.train task=go2 seed=1; python -m rlcore.export checkpoint=<run>/model_369.pt "
-                "format=onnx (370 iterations, about 18 min on 2 cores)",
+                "format=onnx (370 iterations, 16-22 min on 2 cores)",
         robustness="nominal_err=0.047 mean_err=0.054 worst_err=0.079 falls=0/170",
     ),
     "go2_flat_student": Pretrained(
