@@ -5,9 +5,9 @@ A blind actor with a base-velocity estimator closes the loop on its estimate lik
 steady error of about half its own mismatch with the pool's average robot. The classic remedy is integral action:
 the deployed controller feeds the policy ``cmd + u`` instead of ``cmd``, with
 
-    u <- clip(u + k * dt * (cmd_xy - estimate_xy), -u_max, u_max),   u = 0 at the start of an episode,
+    e = cmd_xy - estimate_xy,   u <- clip(u + k * dt * e * (|e| < band), -u_max, u_max),   u = 0 at the start,
 
-which drives the policy's own velocity estimate, and so the robot, onto the command. This runs the checkpoint's
+(per planar axis; ``--band 0``: no band, always integrating), which drives the policy's own velocity estimate, and so the robot, onto the command. This runs the checkpoint's
 mean action under ``rlcore.robustness``'s probe commands (1 s settle, 5 s measured) on the nominal robot (or, with
 ``--robots training``, on the run's own robot pool; see ``bench/noise_gap.py``) once per gain ``k`` (0: the policy
 as trained) and prints per gain the mean planar error per step (``err``, what ``rlcore.robustness`` reports as
@@ -18,6 +18,11 @@ Run (from the repository root)::
 
     python bench/command_integral.py logs/go2/<run>                  # gains 0, 1, 2, 4
     python bench/command_integral.py logs/go2/<run> --gains 0,2 --robots training
+    python bench/command_integral.py logs/go2/<run> --gains 2 --limit 0.15 --band 0.2   # the exported default law
+
+The exported graph carries the same law (``rlcore.models.command_integral``: ``python -m rlcore.export ...
+command_integral_gain=K command_integral_limit=L command_integral_band=B``); this bench's defaults (limit 0.3, no
+band) are those its first figures were measured with, the export's (limit 0.15, band 0.2) are in ``tasks/go2``.
 
 Last line::
 
@@ -46,6 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("checkpoint", help="a Go2 PPO run directory or model_<it>.pt (its actor needs a base_lin_vel estimator)")
     p.add_argument("--gains", default="0,1,2,4", help="integral gains k [1/s], comma-separated; 0 = no loop")
     p.add_argument("--limit", type=float, default=0.3, help="u_max: the largest correction of vx and vy [m/s]")
+    p.add_argument("--band", type=float, default=0.0,
+                   help="integrate an axis only while |cmd - estimate| < band [m/s] (anti-windup); 0 = always")
     p.add_argument("--robots", choices=ROBOTS, default="nominal")
     p.add_argument("--envs", type=int, default=4, help="envs per probe command")
     p.add_argument("--settle-s", type=float, default=1.0)
@@ -57,8 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.gain_list = [float(k) for k in args.gains.split(",") if k.strip()]
     except ValueError:
         p.error(f"--gains {args.gains!r}: write numbers separated by commas, e.g. 0,2")
-    if not args.gain_list or min(args.gain_list) < 0 or args.limit < 0:
-        p.error("--gains: at least one gain, none negative; --limit >= 0")
+    if not args.gain_list or min(args.gain_list) < 0 or args.limit < 0 or args.band < 0:
+        p.error("--gains: at least one gain, none negative; --limit >= 0; --band >= 0")
     return args
 
 
@@ -91,7 +98,10 @@ def run_gain(info, args: argparse.Namespace, k: float) -> dict:
                 env.commands[:] = shown
                 actions = policy(obs)
                 estimate = policy.last_estimate[:, :2] / scale
-                u = (u + k * dt * (cmds[:, :2] - estimate)).clamp(-args.limit, args.limit)
+                error = cmds[:, :2] - estimate
+                if args.band > 0.0:  # integral separation, as the exported law
+                    error = torch.where(error.abs() < args.band, error, torch.zeros_like(error))
+                u = (u + k * dt * error).clamp(-args.limit, args.limit)
                 obs, _, _, _ = env.step(actions)
                 if t >= settle:
                     v = env.base_lin_vel[:, :2]
@@ -117,7 +127,8 @@ def main(argv: list[str] | None = None) -> dict:
     runs = {k: run_gain(info, args, k) for k in args.gain_list}
     where = "the nominal robot" if args.robots == "nominal" else "its training robots"
     print(f"command integral of {info.checkpoint} on {where}: {args.envs} envs per command, "
-          f"{args.settle_s:g} s settle + {args.measure_s:g} s measured, |u| <= {args.limit:g} m/s")
+          f"{args.settle_s:g} s settle + {args.measure_s:g} s measured, |u| <= {args.limit:g} m/s"
+          + (f", band {args.band:g} m/s" if args.band > 0 else ""))
     print(f"{'command':>16} " + " ".join(f"{'k=' + format(k, 'g') + ' err/reached':>20}" for k in args.gain_list))
     for i, (name, _) in enumerate(PROBE_COMMANDS):
         print(f"{name:>16} " + " ".join(f"{float(runs[k]['err'][i]):>11.3f}/{float(runs[k]['reached'][i]):.3f}"

@@ -25,8 +25,21 @@ def test_gain_zero_is_the_trained_policy_and_a_gain_corrects_within_its_limit(ch
     assert last.startswith(f"command_integral: gains=0,5 err={loop['err'][0]:.4f},{loop['err'][1]:.4f} reached=")
 
 
+def test_band_integrates_only_errors_inside_it(checkpoint):
+    always = integral(checkpoint, "--gains", "0,5", "--limit", "0.05")
+    wide = integral(checkpoint, "--gains", "0,5", "--limit", "0.05", "--band", "100")  # every error is inside
+    assert wide["err"] == always["err"] and wide["u"][5.0] == always["u"][5.0]
+    # a band below every error: nothing is integrated, so gain 5 drives the robot as gain 0 does
+    narrow = integral(checkpoint, "--gains", "0,5", "--limit", "0.05", "--band", "1e-9")
+    assert torch.tensor(narrow["u"][5.0]).abs().max() == 0
+    assert narrow["err"][1] == narrow["err"][0] == always["err"][0]
+
+
 def test_bad_gains_are_refused_in_one_line(capsys):
     for bad in ("0,x", "-1"):
         with pytest.raises(SystemExit):
             command_integral.parse_args(["run", "--gains", bad])
     assert "--gains" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        command_integral.parse_args(["run", "--band", "-0.1"])
+    assert "--band >= 0" in capsys.readouterr().err
