@@ -227,6 +227,18 @@ def test_schema_matches_the_constructor(dataclass, target):
         assert default == expected, f"{dataclass.__name__}.{f.name}: schema default {default!r} vs {name} {expected!r}"
 
 
+def test_a_task_algorithm_preset_applies_to_that_pair_only():
+    """conf/task_algorithm/go2_distillation.yaml sets the distillation run's length of task=go2; PPO keeps the task's
+    own, other tasks have no preset, and the command line still wins."""
+    assert group_options("task_algorithm") == ["go2_distillation"]
+    go2 = ["task=go2", "model=rnn"]
+    assert _plain([*go2, "algorithm=distillation"])["runner"]["max_iterations"] == 280
+    assert _plain([*go2, "algorithm=ppo"])["runner"]["max_iterations"] == 370
+    assert _plain([*go2, "algorithm=distillation", "runner.max_iterations=7"])["runner"]["max_iterations"] == 7
+    assert _plain(["task=pendulum", "algorithm=distillation"])["runner"]["max_iterations"] == _plain(
+        ["task=pendulum", "algorithm=ppo"])["runner"]["max_iterations"]
+
+
 def test_every_yaml_option_validates():
     for model in MODELS:
         for task in ("pendulum", "cartpole"):
