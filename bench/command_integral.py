@@ -74,6 +74,7 @@ def run_gain(info, args: argparse.Namespace, k: float) -> dict:
     per step and the error of the mean velocity, and the mean correction ``u`` at the end ``[C, 2]``."""
     import torch
 
+    from rlcore.models.command_integral import integral_step
     from rlcore.robustness import PROBE_COMMANDS
     from rlcore.utils.run_files import make_run_policy
 
@@ -98,10 +99,7 @@ def run_gain(info, args: argparse.Namespace, k: float) -> dict:
                 env.commands[:] = shown
                 actions = policy(obs)
                 estimate = policy.last_estimate[:, :2] / scale
-                error = cmds[:, :2] - estimate
-                if args.band > 0.0:  # integral separation, as the exported law
-                    error = torch.where(error.abs() < args.band, error, torch.zeros_like(error))
-                u = (u + k * dt * error).clamp(-args.limit, args.limit)
+                u = integral_step(u, cmds[:, :2] - estimate, k, dt, args.limit, args.band)  # the exported law
                 obs, _, _, _ = env.step(actions)
                 if t >= settle:
                     v = env.base_lin_vel[:, :2]

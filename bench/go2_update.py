@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import copy
 import io
-import math
 import statistics
 import sys
 import time
@@ -40,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from learner import floor_loss  # noqa: E402  (bench/ is not a package)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -69,8 +70,8 @@ class Floor:
         self.alg = alg
         self.head, self.estimator = copy.deepcopy(actor.mlp), copy.deepcopy(actor.estimator)
         self.critic = copy.deepcopy(critic.mlp)
-        self.log_std = torch.zeros(alg.storage.actions.shape[-1], requires_grad=True)
-        params = [*self.head.parameters(), *self.estimator.parameters(), *self.critic.parameters(), self.log_std]
+        self.std = torch.ones(alg.storage.actions.shape[-1], requires_grad=True)
+        params = [*self.head.parameters(), *self.estimator.parameters(), *self.critic.parameters(), self.std]
         self.optimizer = torch.optim.Adam(params, lr=alg.learning_rate)
 
     def inputs(self) -> dict:
@@ -84,32 +85,24 @@ class Floor:
         with torch.no_grad():
             data = {"x_a": actor.get_latent(obs), "x_c": critic.get_latent(obs),
                     "target": concat_groups(obs, actor.estimator.target_groups)}
-        data.update({"actions": s.actions, "old_log_prob": s.actions_log_prob, "advantages": s.advantages,
-                     "returns": s.returns, "old_values": s.values})
-        return {k: v.flatten(0, 1) if k in ("actions", "old_log_prob", "advantages", "returns", "old_values") else v
-                for k, v in data.items()}
+        per_step = {"actions": s.actions, "old_log_prob": s.actions_log_prob, "advantages": s.advantages,
+                    "returns": s.returns, "old_values": s.values}  # [T, N, ...] -> [B]; [B, A] for actions
+        return {**data, **{k: v.flatten(0, 1) if k == "actions" else v.flatten(0, 2) for k, v in per_step.items()}}
 
     def update(self, data: dict) -> None:
         import torch
 
         alg, n = self.alg, data["x_a"].shape[0]
-        size, half_log_2pi, eps = n // alg.num_mini_batches, 0.5 * math.log(2 * math.pi), alg.clip_param
+        size = n // alg.num_mini_batches
         for _ in range(alg.num_learning_epochs):
             for i in range(alg.num_mini_batches):
                 mb = {k: v[i * size:(i + 1) * size] for k, v in data.items()}
                 estimate = self.estimator(mb["x_a"])
                 mean = self.head(torch.cat([mb["x_a"], estimate.detach()], dim=-1))
-                std = self.log_std.exp()
-                log_prob = (-0.5 * ((mb["actions"] - mean) / std).square() - self.log_std - half_log_2pi).sum(-1)
-                entropy = (0.5 + half_log_2pi + self.log_std).sum()
-                values = self.critic(mb["x_c"]).squeeze(-1)
-                ratio = torch.exp(log_prob - mb["old_log_prob"].squeeze(-1))
-                adv, old_v, ret = (mb[k].squeeze(-1) for k in ("advantages", "old_values", "returns"))
-                surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1 - eps, 1 + eps)).mean()
-                clipped = old_v + (values - old_v).clamp(-eps, eps)
-                value_loss = torch.max((values - ret).square(), (clipped - ret).square()).mean()
-                loss = (surrogate + alg.value_loss_coef * value_loss - alg.entropy_coef * entropy
-                        + (estimate - mb["target"]).square().mean())
+                loss = floor_loss(mean, self.std, mb["actions"], mb["old_log_prob"], mb["advantages"],
+                                  self.critic(mb["x_c"]).squeeze(-1), mb["old_values"], mb["returns"],
+                                  alg.clip_param, alg.value_loss_coef, alg.entropy_coef)
+                loss = loss + (estimate - mb["target"]).square().mean()
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.optimizer.step()

@@ -233,6 +233,23 @@ def make_runner(library: str, case: dict, args: argparse.Namespace):
         return OnPolicyRunner(env, cfg, None, args.device)
 
 
+def floor_loss(mean, std, actions, old_log_prob, advantages, values, old_values, returns, clip: float = 0.2,
+               value_coef: float = 1.0, entropy_coef: float = 0.01):
+    """The floor's PPO loss on one mini-batch ``[b]`` (``mean``/``actions`` ``[b, A]``, ``std`` ``[A]``): Gaussian
+    log-prob and entropy in closed form, clipped surrogate and clipped value loss (the floors of this script,
+    ``learner_step_ab.py`` and ``go2_update.py``)."""
+    import torch
+
+    half_log_2pi, log_std = 0.5 * math.log(2 * math.pi), std.log()
+    log_prob = (-0.5 * ((actions - mean) / std).square() - log_std - half_log_2pi).sum(-1)
+    entropy = (0.5 + half_log_2pi + log_std).sum()
+    ratio = torch.exp(log_prob - old_log_prob)
+    surrogate = torch.max(-advantages * ratio, -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
+    clipped = old_values + (values - old_values).clamp(-clip, clip)
+    value_loss = torch.max((values - returns).square(), (clipped - returns).square()).mean()
+    return surrogate + value_coef * value_loss - entropy_coef * entropy
+
+
 def floor_step_fn(case: dict, device: str):
     """One update's worth of bare mini-batch steps (EPOCHS x MINI_BATCHES) of the MLP or RNN case, as a closure."""
     import torch
@@ -265,24 +282,13 @@ def floor_step_fn(case: dict, device: str):
             "actions": torch.randn(*lead, NUM_ACTIONS), "old_log_prob": torch.randn(lead) - 10.0,
             "advantages": torch.randn(lead), "returns": torch.randn(lead), "old_values": torch.randn(lead)}
     data = {k: v.to(device) for k, v in data.items()}
-    half_log_2pi = 0.5 * math.log(2 * math.pi)
-
     def update() -> None:
         for _ in range(EPOCHS):
             for i in range(MINI_BATCHES):
                 s = slice(i * per_batch, (i + 1) * per_batch)
                 mb = {k: v[:, s] if recurrent else v[s] for k, v in data.items()}
-                mean = actor(mb["obs_a"])
-                log_std = std.log()
-                log_prob = (-0.5 * ((mb["actions"] - mean) / std).square() - log_std - half_log_2pi).sum(-1)
-                entropy = (0.5 + half_log_2pi + log_std).sum().expand(log_prob.shape)
-                values = critic(mb["obs_c"]).squeeze(-1)
-                ratio = torch.exp(log_prob - mb["old_log_prob"])
-                adv = mb["advantages"]
-                surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
-                clipped = mb["old_values"] + (values - mb["old_values"]).clamp(-0.2, 0.2)
-                value_loss = torch.max((values - mb["returns"]).square(), (clipped - mb["returns"]).square()).mean()
-                loss = surrogate + value_loss - 0.01 * entropy.mean()
+                loss = floor_loss(actor(mb["obs_a"]), std, mb["actions"], mb["old_log_prob"], mb["advantages"],
+                                  critic(mb["obs_c"]).squeeze(-1), mb["old_values"], mb["returns"])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()

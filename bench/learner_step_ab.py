@@ -26,7 +26,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no bu
 import argparse
 import contextlib
 import io
-import math
 import statistics
 import sys
 import time
@@ -73,20 +72,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     actor, critic = mlp(inputs[0][0].shape[1], learner.NUM_ACTIONS), mlp(inputs[0][1].shape[1], 1)
     std = nn.Parameter(torch.ones(learner.NUM_ACTIONS))
     optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters(), std], lr=1e-3)
-    half_log_2pi = 0.5 * math.log(2 * math.pi)
 
     def floor_step(i: int) -> None:
         b, (x_a, x_c) = batches[i], inputs[i]
-        mean, log_std = actor(x_a), std.log()
-        log_prob = (-0.5 * ((b.actions - mean) / std).square() - log_std - half_log_2pi).sum(-1)
-        entropy = (0.5 + half_log_2pi + log_std).sum().expand(log_prob.shape)
-        values = critic(x_c).squeeze(-1)
-        ratio = torch.exp(log_prob - b.old_actions_log_prob.squeeze(-1))
-        adv, old_v, ret = b.advantages.squeeze(-1), b.values.squeeze(-1), b.returns.squeeze(-1)
-        surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
-        clipped = old_v + (values - old_v).clamp(-0.2, 0.2)
-        value_loss = torch.max((values - ret).square(), (clipped - ret).square()).mean()
-        loss = surrogate + value_loss - 0.01 * entropy.mean()
+        loss = learner.floor_loss(actor(x_a), std, b.actions, b.old_actions_log_prob.squeeze(-1),
+                                  b.advantages.squeeze(-1), critic(x_c).squeeze(-1), b.values.squeeze(-1),
+                                  b.returns.squeeze(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

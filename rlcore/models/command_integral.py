@@ -38,6 +38,16 @@ from rlcore.models.mlp_model import ExportedPolicy
 STATE_INPUT, STATE_OUTPUT = "u_in", "u_out"
 
 
+def integral_step(u: torch.Tensor, error: torch.Tensor, gain: float, dt: float, limit: float,
+                  band: float = 0.0) -> torch.Tensor:
+    """One step of the loop's law, per planar axis: ``clip(u + gain * dt * e * (|e| < band), -limit, limit)`` with
+    ``e = cmd_xy - estimate_xy`` (``u``, ``error`` ``[B, 2]``, m/s). ``band`` 0 integrates always; otherwise only the
+    errors inside it (integral separation: no wind-up while the robot accelerates towards a far command)."""
+    if band > 0.0:
+        error = torch.where(error.abs() < band, error, torch.zeros_like(error))
+    return torch.clamp(u + gain * dt * error, -limit, limit)
+
+
 class CommandIntegralPolicy(ExportedPolicy):
     """``(obs [B, D], *memory, u_in [1, B, 2]) -> (actions [B, A], *memory_out, u_out [1, B, 2])``: a policy with a
     base-velocity estimator, its planar command columns shifted by ``u`` (see the module docstring). ``memory``:
@@ -100,9 +110,7 @@ class CommandIntegralPolicy(ExportedPolicy):
         estimate = self.estimator(z)
         actions = self.deterministic_output(self.mlp(torch.cat([z, estimate], dim=-1)))
         error = obs @ self.read - estimate[:, :2] / self.velocity_scale  # cmd_xy - estimate_xy [m/s]
-        if self.band > 0.0:  # integral separation: integrate only near the command
-            error = torch.where(error.abs() < self.band, error, torch.zeros_like(error))
-        u_out = torch.clamp(u + self.gain * self.dt * error, -self.limit, self.limit)
+        u_out = integral_step(u, error, self.gain, self.dt, self.limit, self.band)
         return (actions, *memory, u_out.unsqueeze(0))
 
     def initial_state(self, batch: int) -> tuple[torch.Tensor, ...]:
@@ -209,4 +217,4 @@ def integral_from_interface(policy: nn.Module, meta: dict) -> CommandIntegralPol
 
 
 __all__ = ["STATE_INPUT", "STATE_OUTPUT", "CommandIntegralPolicy", "command_integral_policy", "integral_for",
-           "integral_from_interface"]
+           "integral_from_interface", "integral_step"]
