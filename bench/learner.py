@@ -28,15 +28,21 @@ log-prob and entropy in closed form, clipped surrogate + clipped value loss, bac
 the least any library can do for the same update). ``rlcore/floor`` compares rlcore's ``update`` with it (both are
 the update alone; no normalisation, gradient clipping, KL or shuffling in the floor).
 
+rlcore's runner keeps freed CPU memory in the process (``runner.keep_cpu_memory``, default true): the update's large
+tensors (50 MB activations and gradients at 4096 envs) then reuse mapped pages instead of page-faulting ~500,000 fresh
+ones per update, as rsl_rl and the bare floor do under glibc's defaults. ``--allocator-variants`` adds rlcore without it
+(``rlcore heap returned``) and the floor with it (``floor memory kept``), so the table separates the two effects.
+
 Run (from the repository root; OMP_WAIT_POLICY=PASSIVE is set for the children)::
 
     python bench/learner.py                          # all cases, all cores, 1 warm-up + 3 measured iterations
     python bench/learner.py --cases mlp,mlp_1024 --iterations 5 --threads 2
     python bench/learner.py --device cuda
     python bench/learner.py --profile mlp            # torch.profiler over one rlcore update, top 25 by self CPU
-    python bench/learner.py --profile mlp --profile-library floor   # the same for the floor (or rsl_rl)
+    python bench/learner.py --profile mlp --profile-library floor   # the same for the floor (or rsl_rl, rlcore_plain)
     python bench/learner.py --tiny --threads 1       # smoke run: 16 envs, 1 + 2 iterations (seconds)
     python bench/learner.py --cases mlp --compile    # rlcore with torch_compile=true (compiled MLP heads)
+    python bench/learner.py --allocator-variants     # + rlcore with runner.keep_cpu_memory=false, floor with it on
 
 Expected run time of the default on the 2-core reference machine (issue 13's figures: ~15 s/it per library
 for ``mlp``, ~4 s for ``mlp_1024``, ~33 s for ``rnn``, ~12 s for the floor): 4 iterations x 2 libraries x
@@ -72,6 +78,9 @@ CASES: dict[str, dict] = {
 TINY_ENV_DIVISOR = 256  # --tiny: 16 envs for the 4096-env cases, 8 for mlp_1024
 LIBRARIES = ("rlcore", "rsl_rl")
 FLOOR_CASES = ("mlp", "rnn")
+ALLOCATOR_WORKERS = ("rlcore_plain", "floor_kept")
+"""``--allocator-variants``: rlcore with ``runner.keep_cpu_memory=false`` (glibc returns every large block to the kernel,
+as in rsl_rl and the floor) and the floor with rlcore's kept CPU memory (``rlcore.utils.cpu_memory``)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -86,13 +95,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-rsl-rl", action="store_true", help="skip rsl_rl")
     p.add_argument("--no-floor", action="store_true", help="skip the bare-PyTorch floor")
     p.add_argument("--profile", default=None, metavar="CASE", help="profile one update of CASE and exit")
-    p.add_argument("--profile-library", default="rlcore", choices=[*LIBRARIES, "floor"],
-                   help="whose update --profile profiles (default: rlcore)")
+    p.add_argument("--profile-library", default="rlcore", choices=[*LIBRARIES, "floor", *ALLOCATOR_WORKERS],
+                   help="whose update --profile profiles (default: rlcore; rlcore_plain / floor_kept: see "
+                        "--allocator-variants)")
     p.add_argument("--tiny", action="store_true", help="smoke run: envs / 256 (at least 8), 2 measured iterations")
     p.add_argument("--compile", action="store_true",
                    help="rlcore with algorithm.torch_compile=true (its MLP heads under torch.compile; the warm-up "
                         "iteration compiles)")
-    p.add_argument("--worker", default=None, choices=[*LIBRARIES, "floor"], help=argparse.SUPPRESS)
+    p.add_argument("--allocator-variants", action="store_true",
+                   help="also rlcore with runner.keep_cpu_memory=false and the floor with freed CPU memory kept")
+    p.add_argument("--worker", default=None, choices=[*LIBRARIES, "floor", *ALLOCATOR_WORKERS], help=argparse.SUPPRESS)
     p.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.case_list = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -221,14 +233,16 @@ class TimedRunner:
 
 def make_runner(library: str, case: dict, args: argparse.Namespace):
     """``library``'s OnPolicyRunner on a zero-cost env of ``case``."""
-    if library == "rlcore":
+    if library.startswith("rlcore"):
         from rlcore.runners import OnPolicyRunner
     else:
         from rsl_rl.runners import OnPolicyRunner
     env = zero_cost_env(case["num_envs"], args.episode_length, args.device)
     cfg = train_cfg(case)
-    if library == "rlcore" and getattr(args, "compile", False):
+    if library.startswith("rlcore") and getattr(args, "compile", False):
         cfg["algorithm"]["torch_compile"] = True
+    if library == "rlcore_plain":
+        cfg["keep_cpu_memory"] = False
     with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints its models
         return OnPolicyRunner(env, cfg, None, args.device)
 
@@ -250,10 +264,16 @@ def floor_loss(mean, std, actions, old_log_prob, advantages, values, old_values,
     return surrogate + value_coef * value_loss - entropy_coef * entropy
 
 
-def floor_step_fn(case: dict, device: str):
-    """One update's worth of bare mini-batch steps (EPOCHS x MINI_BATCHES) of the MLP or RNN case, as a closure."""
+def floor_step_fn(case: dict, device: str, keep_memory: bool = False):
+    """One update's worth of bare mini-batch steps (EPOCHS x MINI_BATCHES) of the MLP or RNN case, as a closure
+    (``keep_memory``: with rlcore's kept CPU memory, ``rlcore.utils.cpu_memory``, in this process)."""
     import torch
     import torch.nn as nn
+
+    if keep_memory:
+        from rlcore.utils.cpu_memory import keep_freed_cpu_memory
+
+        keep_freed_cpu_memory()
 
     torch.manual_seed(0)
     recurrent = case["model"] == "rnn"
@@ -304,8 +324,8 @@ def run_worker(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     case = case_settings(args.case, args)
-    if args.worker == "floor":
-        update = floor_step_fn(case, args.device)
+    if args.worker in ("floor", "floor_kept"):
+        update = floor_step_fn(case, args.device, keep_memory=args.worker == "floor_kept")
 
         def step() -> dict[str, float]:
             _sync(args.device)
@@ -363,8 +383,8 @@ def run_profile(args: argparse.Namespace) -> None:
         return wrapper
 
     t = time.perf_counter()
-    if args.profile_library == "floor":
-        update = floor_step_fn(case, args.device)
+    if args.profile_library in ("floor", "floor_kept"):
+        update = floor_step_fn(case, args.device, keep_memory=args.profile_library == "floor_kept")
         update()  # warm-up
         t = time.perf_counter()
         profiled(update)()
@@ -486,6 +506,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         workers = ["rlcore"] + ([] if args.no_rsl_rl else ["rsl_rl"])
         if name in FLOOR_CASES and not args.no_floor:
             workers.append("floor")
+        if args.allocator_variants:
+            workers += [w for w in ALLOCATOR_WORKERS if w != "floor_kept" or "floor" in workers]
         results[name] = measure_case(name, workers, args)
 
     cols = ("collection", "returns", "update", "total", "cpu")
@@ -493,7 +515,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for name, res in results.items():
         samples = case_settings(name, args)["num_envs"] * STEPS
         for worker, r in res.items():
-            label = f"rsl_rl {rsl_version}" if worker == "rsl_rl" else worker
+            label = {"rsl_rl": f"rsl_rl {rsl_version}", "rlcore_plain": "rlcore heap returned",
+                     "floor_kept": "floor memory kept"}.get(worker, worker)
             if r is None:
                 print(f"{name:9s} {label:20s} (failed)")
                 continue
@@ -505,6 +528,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         if rl and res.get("floor"):
             print(f"{name:9s} {'rlcore / floor':20s} {'':>15s} {'':>15s} {ratio(rl, res['floor'], 'update'):15.3f}"
                   "   (rlcore's update vs the bare mini-batch steps)")
+        if rl and res.get("floor_kept"):
+            print(f"{name:9s} {'rlcore / floor kept':20s} {'':>15s} {'':>15s} "
+                  f"{ratio(rl, res['floor_kept'], 'update'):15.3f}   (both with freed CPU memory kept)")
+        if res.get("rlcore_plain") and rs:
+            print(f"{name:9s} {'rlcore heap ret./rsl':20s} "
+                  + " ".join(f"{ratio(res['rlcore_plain'], rs, c):15.3f}" for c in cols))
     print(f"(bench wall time {time.perf_counter() - t0:.0f} s; ratios < 1: rlcore is faster)")
 
     def case_ratio(name: str) -> float:

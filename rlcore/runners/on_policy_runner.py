@@ -26,6 +26,7 @@ from rlcore.utils.checkpoint import (
     set_rng_states,
 )
 from rlcore.utils.config_schema import runner_defaults
+from rlcore.utils.cpu_memory import keep_freed_cpu_memory
 from rlcore.utils.diagnosis import print_findings
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
 from rlcore.utils.export import export_jit, export_onnx, policy_metadata
@@ -57,6 +58,8 @@ class OnPolicyRunner:
                  eval_env: VecEnv | None = None) -> None:
         self.cfg = {**RUNNER_DEFAULTS, **copy.deepcopy(dict(train_cfg))}
         check_settings(self.cfg)
+        if self.cfg["keep_cpu_memory"]:
+            keep_freed_cpu_memory()
         self.cfg.setdefault("algorithm", {"class_name": self.default_algorithm})
         self.env = env
         self.multi_gpu_cfg = self.cfg.get("multi_gpu") or multi_gpu_cfg_from_env()

@@ -111,6 +111,9 @@ class RunnerCfg:
     eval_num_envs: int = 64  # envs of the separate evaluation env
     eval_steps: Optional[int] = None  # measured steps per evaluation (null: one episode)
     eval_warmup_steps: int = 0  # steps before the task metrics are measured
+    # keep freed CPU memory in the process (glibc mallopt, rlcore.utils.cpu_memory): large tensors reuse mapped pages
+    # instead of page-faulting fresh ones (~10 % of a CPU update at legged_gym sizes); the heap then does not shrink
+    keep_cpu_memory: bool = True
 
 
 @dataclass

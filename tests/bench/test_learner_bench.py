@@ -34,14 +34,19 @@ def table_row(stdout: str, case: str, label: str) -> list[str]:
     """The cells of the table row ``case label ...`` (rsl_rl's label carries its version)."""
     for line in stdout.splitlines():
         rest = line[len(case):].strip()
-        if line.startswith(case + " ") and rest.split()[0] == label:
-            cells = rest[len(label):].split()
-            return cells[1:] if re.fullmatch(r"\d+\.\d+\.\S+", cells[0]) else cells  # drop rsl_rl's version
+        if not (line.startswith(case + " ") and rest.startswith(label + " ")):
+            continue
+        cells = rest[len(label):].split()
+        cells = cells[1:] if re.fullmatch(r"\d+\.\d+\.\S+", cells[0]) else cells  # drop rsl_rl's version
+        if re.fullmatch(r"-|[\d.]+", cells[0]):  # a longer label ("rlcore / floor") is another row
+            return cells
     raise AssertionError(f"no row '{case} {label}' in:\n{stdout}")
 
 
 def test_tiny_run_prints_ratios_of_the_table_and_nan_for_a_case_not_run():
-    out = run_bench("--tiny", "--threads", "1", "--cases", "mlp,rnn").stdout
+    """With ``--allocator-variants``: rlcore with ``runner.keep_cpu_memory=false`` and the floor with it on, and their
+    ratio rows computed from their own table rows."""
+    out = run_bench("--tiny", "--threads", "1", "--cases", "mlp,rnn", "--allocator-variants").stdout
     match = LAST.match(out.strip().splitlines()[-1])
     assert match, out.strip().splitlines()[-1]
     mlp, mlp_1024, rnn, floor, rnn_floor = (float(x) for x in match.groups())
@@ -58,6 +63,13 @@ def test_tiny_run_prints_ratios_of_the_table_and_nan_for_a_case_not_run():
         assert floor_row[:2] == ["-", "-"]
         assert value == pytest.approx(float(table_row(out, case, "rlcore")[2]) / float(floor_row[2]), rel=0.02,
                                       abs=2e-3)
+        kept = table_row(out, case, "floor memory kept")  # the allocator variants
+        assert kept[:2] == ["-", "-"]
+        assert float(table_row(out, case, "rlcore / floor kept")[0]) == pytest.approx(
+            float(table_row(out, case, "rlcore")[2]) / float(kept[2]), rel=0.02, abs=2e-3)
+        plain, theirs = table_row(out, case, "rlcore heap returned"), table_row(out, case, "rsl_rl")
+        assert float(table_row(out, case, "rlcore heap ret./rsl")[3]) == pytest.approx(
+            float(plain[3]) / float(theirs[3]), rel=0.02, abs=2e-3)
 
 
 @pytest.mark.parametrize("library", ["rlcore", "floor"])
