@@ -21,7 +21,7 @@ from rlcore.utils import cpu_memory
 applied = cpu_memory.keep_freed_cpu_memory() if sys.argv[1] == "keep" else 0
 again = cpu_memory.keep_freed_cpu_memory() if sys.argv[1] == "keep" else 0
 # 64 MiB blocks, above glibc's largest dynamic mmap threshold. Kept, the first few leave holes that the next
-# (64-byte aligned, so a little larger) request does not fit (glibc < 2.38), until they coalesce: warm up first.
+# (64-byte aligned, so a little larger) request does not fit (glibc 2.36), until they coalesce: warm up first.
 for _ in range(20):
     x = torch.empty(16 << 20).fill_(1.0)
     del x
