@@ -79,8 +79,8 @@ TINY_ENV_DIVISOR = 256  # --tiny: 16 envs for the 4096-env cases, 8 for mlp_1024
 LIBRARIES = ("rlcore", "rsl_rl")
 FLOOR_CASES = ("mlp", "rnn")
 ALLOCATOR_WORKERS = ("rlcore_plain", "floor_kept")
-"""``--allocator-variants``: rlcore with ``runner.keep_cpu_memory=false`` (glibc returns every large block to the kernel,
-as in rsl_rl and the floor) and the floor with rlcore's kept CPU memory (``rlcore.utils.cpu_memory``)."""
+"""``--allocator-variants``: rlcore with ``runner.keep_cpu_memory=false`` (glibc returns every large block to the
+kernel, as in rsl_rl and the floor) and the floor with rlcore's kept CPU memory (``rlcore.utils.cpu_memory``)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -6,11 +6,11 @@ such blocks per mini-batch step (a ``[24576, 512]`` float activation, its ELU, t
 one of them arrives as untouched pages: the kernel faults in and zeroes 12,800 pages per block before the first write
 (``torch.empty(24576, 512).fill_(1)`` takes ~23 ms on the 2-core reference machine, the fill alone ~2 ms). Raising
 the mmap and trim thresholds makes ``malloc`` serve these blocks from its heap and keep them there when freed, so the
-next step reuses pages that are already mapped. The values computed are unchanged; the cost is memory: the process keeps
-its peak heap instead of shrinking after it, and (glibc 2.36, measured) a 64-byte aligned request does not fit the hole of an
-equal block freed earlier, so a loop of same-sized blocks leaves a few such holes before they coalesce and the heap
-stops growing (measured: a bare PPO update at legged_gym sizes peaks at 1.09 GB resident instead of 0.98 GB; glibc's
-own dynamic threshold does the same below 32 MiB).
+next step reuses pages that are already mapped. The values computed are unchanged; the cost is memory: the process
+keeps its peak heap instead of shrinking after it, and (glibc 2.36, measured) a 64-byte aligned request does not fit
+the hole of an equal block freed earlier, so a loop of same-sized blocks leaves a few such holes before they coalesce
+and the heap stops growing (measured: a bare PPO update at legged_gym sizes peaks at 1.09 GB resident instead of
+0.98 GB; glibc's own dynamic threshold does the same below 32 MiB).
 
 This is a process-wide ``mallopt`` setting, applied once (by :class:`rlcore.runners.OnPolicyRunner` when
 ``runner.keep_cpu_memory`` is true, the default). On other C libraries (macOS, musl) it does nothing.
