@@ -3,9 +3,34 @@
 An :class:`Evaluation` runs the policy's mean action on its own env (built from the same task as the training
 env, e.g. by ``rlcore.train``), so it takes no step of the training envs. It draws nothing from the global
 generators either (their states are restored afterwards), and restores the policy's mode and recurrent state:
-a run with evaluations trains exactly as one without. Every evaluation replays the same scenario: the env is
-put back into the state it had when the Evaluation was made (``state_dict``/``load_state_dict``) and reset, so
-its values depend on the policy alone (and a resumed run evaluates as the uninterrupted one).
+a run with evaluations trains exactly as one without.
+
+Before every evaluation the env is put into a fixed state, as far as it allows:
+
+1. **Fixed start.** An env with ``state_dict``/``load_state_dict`` is put back into the state it had when the
+   Evaluation was made (its own generators included).
+2. **The training env's curricula.** With ``source_env`` (the training env) exposing ``curriculum_state() -> dict``
+   and the evaluation env ``set_curriculum(state)``, the evaluation env adopts where the training env's curricula
+   stand *now*: on Go2 the domain-randomisation progress and the reward-weight schedules (its step counter), the
+   terrain levels (drawn from the training env's level distribution) and the training env's robot pool. So the
+   evaluation robots are drawn from the distribution the policy trains on at that iteration: the same physical
+   variants (the robots it trains on, not the evaluation env's own pool), as many of them as the
+   domain-randomisation curriculum allows then, with sensor biases at the curriculum's strength, on the
+   training env's terrain levels. Without ``source_env`` (or where either env lacks the method) the evaluation
+   env keeps its own curricula: a Go2 env then draws the curriculum's first, mildest robot only, without sensor
+   biases.
+3. **Fresh episodes.** An env with ``reset()`` resets every env; the draw uses the evaluation env's own restored
+   generator, so it depends on the curriculum point only, not on the training env's random stream: two
+   evaluations at the same curriculum point (e.g. any two past the end of Go2's curriculum, on flat ground)
+   replay the same robots, commands and noise, and differ only by the policy (a resumed run evaluates as the
+   uninterrupted one).
+
+   The VecEnv contract (rsl_rl 5.x: ``get_observations`` and ``step``; Isaac Lab's wrapper) has no ``reset()``.
+   Such an env is *settled* instead: from ``get_observations()`` the policy acts until every env has ended an
+   episode once (at most ``max_episode_length`` steps, not measured), so the measured episodes start from the
+   env's own resets; an env still in its first episode after that counts its return from the evaluation's
+   start. Without ``load_state_dict`` the evaluation then starts wherever the env was left (by the last
+   evaluation), so values are comparable only statistically (more ``eval_num_envs`` / ``eval_steps`` help).
 
 Metrics (all measured in one pass):
 
@@ -19,7 +44,6 @@ Metrics (all measured in one pass):
   names the metric, else lower is better for names with an ``error``, ``err``, ``loss``, ``cost``, ``fall``,
   ``falls`` or ``failures`` part, higher otherwise.
 """
-
 from __future__ import annotations
 
 import math
@@ -131,33 +155,49 @@ class Evaluation:
     """Runs a policy deterministically on ``env`` and measures ``metrics``.
 
     Args:
-        env: a VecEnv of its own (not the training env): it is reset and stepped by each evaluation.
+        env: a VecEnv of its own (not the training env): it is reset (or settled) and stepped by each evaluation.
         metrics: metric names (``return`` or task metrics, see the module docstring).
         num_steps: measured steps per evaluation (None: the env's ``max_episode_length``).
         warmup_steps: steps run before the task metrics are measured (returns count from the reset).
         setting: what error messages name (e.g. ``runner.keep_best``).
+        source_env: the training env, whose curricula each evaluation adopts (``curriculum_state()`` read at
+            every evaluation; see the module docstring). Only read, never stepped. None: ``env``'s own curricula.
     """
 
     def __init__(self, env, metrics: list[str], num_steps: int | None = None, warmup_steps: int = 0,
-                 setting: str = "runner.keep_best") -> None:
+                 setting: str = "runner.keep_best", source_env=None) -> None:
         self.env = env
+        self.source_env = source_env
         self.metrics = list(dict.fromkeys(metrics))
+        self.max_episode_length = int(torch.as_tensor(env.max_episode_length).max())
         if num_steps is None:
-            num_steps = int(torch.as_tensor(env.max_episode_length).max())
+            num_steps = self.max_episode_length
         self.num_steps, self.warmup_steps, self.setting = int(num_steps), int(warmup_steps), setting
-        self._initial_state = env.state_dict() if callable(getattr(env, "state_dict", None)) and \
-            callable(getattr(env, "load_state_dict", None)) else None
+        self._initial_state = env.state_dict() if _has(env, "state_dict") and _has(env, "load_state_dict") else None
         self._keys: dict[str, str] = {}  # task metric name -> extras["log"] key
+
+    @property
+    def follows_curriculum(self) -> bool:
+        """Whether evaluations adopt ``source_env``'s curricula (both envs support it)."""
+        return _has(self.source_env, "curriculum_state") and _has(self.env, "set_curriculum")
 
     def check(self, policy: torch.nn.Module, act: Callable | None = None) -> None:
         """Check, with one step, that the task reports every metric asked for (ConfigError naming those it has)."""
-        self._run(policy, act, total_steps=1)
+        self._run(policy, act, total_steps=1, settle=False)
 
     def __call__(self, policy: torch.nn.Module, act: Callable | None = None) -> dict[str, float]:
         """``{metric: value}`` of ``policy``; ``act(policy, obs) -> actions`` defaults to the policy's mean action."""
-        return self._run(policy, act, total_steps=self.warmup_steps + self.num_steps)
+        return self._run(policy, act, total_steps=self.warmup_steps + self.num_steps, settle=True)
 
-    def _run(self, policy: torch.nn.Module, act: Callable | None, total_steps: int) -> dict[str, float]:
+    def _restore(self) -> None:
+        """Put the env into its fixed state and adopt the training env's curricula (module docstring, 1 and 2).
+        Outside inference mode, so that the env's restored tensors stay ordinary ones."""
+        if self._initial_state is not None:
+            self.env.load_state_dict(self._initial_state)
+        if self.follows_curriculum:
+            self.env.set_curriculum(self.source_env.curriculum_state())
+
+    def _run(self, policy: torch.nn.Module, act: Callable | None, total_steps: int, settle: bool) -> dict[str, float]:
         env = self.env
         act = act or (lambda p, o: p(o, stochastic_output=False))
         device = next((t.device for t in policy.parameters()), torch.device("cpu"))
@@ -166,29 +206,45 @@ class Evaluation:
         hidden = policy.get_hidden_state() if getattr(policy, "is_recurrent", False) else None
         policy.eval()
         try:
-            if self._initial_state is not None:
-                env.load_state_dict(self._initial_state)
+            self._restore()
             with torch.inference_mode():
-                obs = env.reset().to(device)
+                was_reset = _has(env, "reset")
+                obs = (env.reset() if was_reset else env.get_observations()).to(device)
                 policy.reset()
                 n = env.num_envs
                 running = torch.zeros(n, dtype=torch.float64, device=device)
+                resolved = False
+
+                def step(obs):
+                    nonlocal resolved
+                    obs, rewards, dones, extras = env.step(act(policy, obs).to(env.device))
+                    obs, dones = obs.to(device), dones.to(device).reshape(-1).bool()
+                    policy.reset(dones)
+                    running.add_(rewards.to(device).reshape(-1).double())
+                    if not resolved:
+                        self._resolve_keys(extras.get("log") or {})
+                        resolved = True
+                    return obs, dones, extras
+
+                if settle and not was_reset:  # no reset(): run until every env has started a new episode
+                    started = torch.zeros(n, dtype=torch.bool, device=device)
+                    for _ in range(self.max_episode_length):
+                        obs, dones, _ = step(obs)
+                        running.masked_fill_(dones, 0.0)
+                        started |= dones
+                        if bool(started.all()):
+                            break
                 ended = torch.zeros(n, dtype=torch.bool, device=device)
                 ended_sum = torch.zeros((), dtype=torch.float64, device=device)
                 ended_count = torch.zeros((), dtype=torch.float64, device=device)
                 sums: dict[str, torch.Tensor] = {}
                 counts: dict[str, torch.Tensor] = {}
                 for t in range(total_steps):
-                    obs, rewards, dones, extras = env.step(act(policy, obs).to(env.device))
-                    obs, dones = obs.to(device), dones.to(device).reshape(-1).bool()
-                    policy.reset(dones)
-                    running += rewards.to(device).reshape(-1).double()
+                    obs, dones, extras = step(obs)
                     ended_sum += (running * dones).sum()
                     ended_count += dones.sum()
                     ended |= dones
                     running.masked_fill_(dones, 0.0)
-                    if t == 0:
-                        self._resolve_keys(extras.get("log") or {})
                     if t >= total_steps - self.num_steps:
                         log = extras.get("log") or {}
                         for name, key in self._keys.items():
@@ -223,3 +279,8 @@ class Evaluation:
             names = sorted({"return"} | {k.strip("/") for k in log} | {k.strip("/").rsplit("/", 1)[-1] for k in log})
             raise ConfigError(f"{self.setting}: {type(self.env).__name__} reports no metric "
                               f"{', '.join(repr(m) for m in missing)}; available: {', '.join(names)}.")
+
+
+def _has(obj, name: str) -> bool:
+    """Whether ``obj`` has a method ``name`` (an optional part of an env beyond the VecEnv contract)."""
+    return obj is not None and callable(getattr(obj, name, None))

@@ -735,6 +735,29 @@ class Go2Env(VecEnv):
             self.sim.set_physical_variants(physical)
             self.update_variant_params()
 
+    def curriculum_state(self) -> dict:
+        """Where this env's curricula stand now, for another env of the task to draw its robots from the same
+        distribution (:meth:`set_curriculum`; an evaluation env follows its training env this way): the step
+        counter (domain-randomisation progress and ``rewards.weight_schedule``), the terrain levels and the robot
+        pool."""
+        return {"task": type(self).__name__, "num_envs": self.num_envs,
+                "common_step_counter": self.common_step_counter,
+                "terrain_levels": self.terrain.levels.clone(),
+                "physical_variants": [_variant_state(v) for v in self.sim.physical]}
+
+    def set_curriculum(self, state: dict) -> None:
+        """Adopt another env's :meth:`curriculum_state` (of the same task, any env count): its step counter and robot
+        pool, and, on rough terrain, levels drawn from its level distribution with this env's generator (so the
+        draw is fixed given this env's generator state). Every env draws from it at its next reset (:meth:`reset`
+        resets all); unlike :meth:`continue_curriculum` nothing is reset here."""
+        self._check_state(state, same_num_envs=False)
+        self.use_robot_pool(state["physical_variants"])
+        self.common_step_counter = int(state["common_step_counter"])
+        levels = torch.as_tensor(state["terrain_levels"]).to(self.device)
+        if not self.terrain.is_flat and levels.numel() > 0:
+            pick = torch.randint(0, levels.numel(), (self.num_envs,), generator=self.generator, device=self.device)
+            self.terrain.levels = levels[pick].clamp(0, self.terrain.num_levels - 1).long()
+
     def close(self) -> None:
         self.sim.close()
 
