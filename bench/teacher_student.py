@@ -129,7 +129,7 @@ def train_stage(name: str, overrides: list[str], log_dir: Path, minutes: float, 
         eval_err = float("nan")
         if (it + 1) % args.eval_every == 0:
             t0 = time.perf_counter()
-            eval_err = with_policy(runner, evaluate, eval_env)
+            eval_err = with_policy(runner, evaluate, eval_env, runner.env)
             clock["paused"] += time.perf_counter() - t0
             result["last_eval_err"] = eval_err
             if eval_err < args.threshold and not result["reached"]:

@@ -58,18 +58,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def evaluate(actor, env, warmup_steps: int = 50, steps: int = 200) -> float:
+def evaluate(actor, env, source_env=None, warmup_steps: int = 50, steps: int = 200) -> float:
     """Mean planar tracking error of the deterministic ``actor`` over ``steps`` after ``warmup_steps``.
 
     The runner's evaluation (``rlcore.runners.evaluation``, what ``runner.keep_best=lin_vel_error`` and
-    ``runner.stop_at`` use): Go2's per-step ``lin_vel_error_now`` from fresh resets, the same scenario at every
-    call on ``env``, the global generators left as they were.
+    ``runner.stop_at`` use): Go2's per-step ``lin_vel_error_now`` from fresh resets, on the robots of the training
+    env ``source_env``'s curriculum at that point (None: ``env``'s own), the same draw at every call at the same
+    curriculum point, the global generators left as they were.
     """
     from rlcore.runners.evaluation import Evaluation
 
     cached = _EVALUATIONS.get(id(env))
-    if cached is None or cached[0] is not env or (cached[1].warmup_steps, cached[1].num_steps) != (warmup_steps, steps):
-        cached = _EVALUATIONS[id(env)] = (env, Evaluation(env, ["lin_vel_error"], steps, warmup_steps))
+    key = (warmup_steps, steps, source_env)
+    if cached is None or cached[0] is not env or \
+            (cached[1].warmup_steps, cached[1].num_steps, cached[1].source_env) != key:
+        cached = _EVALUATIONS[id(env)] = (env, Evaluation(env, ["lin_vel_error"], steps, warmup_steps,
+                                                          source_env=source_env))
     return cached[1](actor)["lin_vel_error"]
 
 
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict:
         eval_err = float("nan")
         if (it + 1) % args.eval_every == 0:
             t0 = time.perf_counter()
-            eval_err = with_policy(runner, evaluate, eval_env)
+            eval_err = with_policy(runner, evaluate, eval_env, runner.env)
             clock["paused"] += time.perf_counter() - t0
         record.append((it, wall, (it + 1) * steps_per_it, train_err, eval_err))
         print(f"[time_to_walk] it={it:4d} wall={wall:7.1f}s env_steps={(it + 1) * steps_per_it:9d} "

@@ -216,7 +216,7 @@ def run_one(args: argparse.Namespace) -> dict:
         if (it + 1) % args.eval_every:
             return wall > args.budget_min * 60
         t0 = time.perf_counter()
-        error = time_to_walk.with_policy(runner, time_to_walk.evaluate, eval_env)
+        error = time_to_walk.with_policy(runner, time_to_walk.evaluate, eval_env, runner.env)
         clock["paused"] += time.perf_counter() - t0
         result.update(minutes=wall / 60, env_steps=steps, iterations=it + 1, tracking_error=error)
         print(f"{tag} it={it:4d} wall={wall:7.1f}s env_steps={steps:9d} eval_error={error:.3f} "

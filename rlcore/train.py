@@ -63,6 +63,8 @@ class TrainPlan:
     device: str
     resume_path: str | None = None
     teacher_path: str | None = None
+    init_path: str | None = None  # init_from=: a fresh run from these weights
+    num_iterations: int | None = None  # learn()'s iterations: runner.max_iterations, less those done by a resumed run
     notices: list[str] = field(default_factory=list)
     source: dict | None = None  # the composed config it was made from (plain; run() checks it is the same)
 
@@ -165,19 +167,54 @@ def prepare(cfg) -> TrainPlan:
     if c["logger"]["type"] == "wandb" and importlib.util.find_spec("wandb") is None:
         raise UserError("logger=wandb needs the wandb package: pip install 'rlcore[wandb]' "
                         "(or use logger=tensorboard).")
-    resume_path, resume_ckpt = _open_resume(c)
+    resume_path, resume_ckpt = _open_checkpoint_arg(c, "resume")
+    init_path, init_ckpt = _open_checkpoint_arg(c, "init_from")
     teacher_path, teacher_ckpt = _open_teacher(c)
-    train_cfg = _translate(c, teacher_ckpt, resume_ckpt)
+    train_cfg = _translate(c, teacher_ckpt, resume_ckpt or init_ckpt)
+    num_iterations = int(c["runner"]["max_iterations"])
     if resume_ckpt is not None:
         from rlcore.utils.run_files import resume_differences
 
         diffs = resume_differences(resume_ckpt, resume_path, train_cfg)
         if diffs:
             raise UserError(f"resume={c['resume']}: '{resume_path}' was written for a different run: "
-                            + "; ".join(diffs) + ". Use the same task, model and algorithm options, or start afresh.")
+                            + "; ".join(diffs) + ". Use the same task, model and algorithm options, or start afresh "
+                            "(init_from=<checkpoint> starts a new run from its weights).")
         notices += _resume_rate_notice(resume_ckpt, train_cfg)
+        done = int(resume_ckpt.get("iter", 0)) + 1  # iterations the run has completed
+        num_iterations -= done
+        if num_iterations <= 0:
+            raise UserError(f"resume={c['resume']}: the run has completed {done} iterations, runner.max_iterations="
+                            f"{c['runner']['max_iterations']} (the run's total) is reached; raise runner.max_iterations "
+                            "to train further.")
+        notices.append(f"resuming {os.path.dirname(resume_path)} after iteration {done}: training iterations "
+                       f"{done + 1}..{done + num_iterations} of runner.max_iterations={c['runner']['max_iterations']}")
+    if init_ckpt is not None:
+        notices += _init_from_check(c, init_path, init_ckpt, train_cfg)
     return TrainPlan(cfg=c, train_cfg=train_cfg, device=device, resume_path=resume_path, teacher_path=teacher_path,
-                     notices=notices, source=source)
+                     init_path=init_path, num_iterations=num_iterations, notices=notices, source=source)
+
+
+def _init_from_check(c: dict, path: str, ckpt: dict, train_cfg: dict) -> list[str]:
+    """Refuse, in one line, an ``init_from`` checkpoint whose models do not fit this run's; the notice it gives."""
+    from rlcore.utils.checkpoint import model_differences, obs_group_differences
+    from rlcore.utils.run_files import checkpoint_task
+
+    saved = ckpt.get("train_cfg") or {}
+    kind = "distillation" if "student_state_dict" in ckpt else "PPO"
+    want = registry.algorithm_traits(c["algorithm"]["class_name"])
+    if (kind == "distillation") != want.uses_teacher:
+        hint = " (a PPO policy becomes a student's teacher with teacher=)" if want.uses_teacher else ""
+        raise UserError(f"init_from={c['init_from']}: '{path}' is a {kind} checkpoint; this run is "
+                        f"algorithm={c['algorithm']['class_name'].lower()}{hint}.")
+    parts = ("student",) if want.uses_teacher else ("actor", "critic")
+    diffs = model_differences(saved, train_cfg, parts) + obs_group_differences(saved, train_cfg, parts)
+    if diffs:
+        raise UserError(f"init_from={c['init_from']}: '{path}' holds other models: " + "; ".join(diffs) + ".")
+    task, _, _ = checkpoint_task(ckpt, path)
+    where = f" (trained on task={task.get('name')})" if task and task.get("name") != c["task"]["name"] else ""
+    return [f"init_from: a new run starting from the weights of {path}{where}; optimiser, iteration 0, env and "
+            "generators are fresh."]
 
 
 def _resume_rate_notice(ckpt: dict, train_cfg: dict) -> list[str]:
@@ -193,13 +230,13 @@ def _resume_rate_notice(ckpt: dict, train_cfg: dict) -> list[str]:
             f"to use another rate."]
 
 
-def _open_resume(c: dict) -> tuple[str | None, dict | None]:
-    """``(path, checkpoint)`` of ``resume=`` (Nones without one)."""
-    if not c["resume"]:
+def _open_checkpoint_arg(c: dict, key: str) -> tuple[str | None, dict | None]:
+    """``(path, checkpoint)`` of ``resume=`` or ``init_from=`` (Nones without one)."""
+    if not c[key]:
         return None, None
     from rlcore.utils.run_files import open_checkpoint
 
-    return open_checkpoint(str(c["resume"]), "resume")
+    return open_checkpoint(str(c[key]), key)
 
 
 def _open_teacher(c: dict) -> tuple[str | None, dict | None]:
@@ -243,6 +280,14 @@ def _init_distributed(device: str) -> tuple[int, int, str]:
 
 def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _resume_run_dir(plan: TrainPlan, argv: list[str]) -> list[str]:
+    """A resumed run continues in the run directory of its checkpoint (its checkpoints, logs and curves go on there),
+    unless ``hydra.run.dir=`` says otherwise."""
+    if plan.resume_path is None or any(a.startswith("hydra.run.dir=") for a in argv):
+        return []
+    return [f"hydra.run.dir={_quote(os.path.dirname(os.path.abspath(plan.resume_path)))}"]
 
 
 def _distributed_overrides(hydra_cfg: DictConfig, plan: TrainPlan, argv: list[str]) -> list[str]:
@@ -294,24 +339,28 @@ def run(cfg: DictConfig, log_dir: str | None = None,
     eval_env = _make_eval_env(c, device) if rank == 0 else None
     runner_cls = registry.get("runner", registry.algorithm_traits(c["algorithm"]["class_name"]).runner).load()
     runner = runner_cls(env, plan.train_cfg, log_dir=log_dir, device=device, eval_env=eval_env)
-    for path, what in ((plan.teacher_path, "teacher"), (plan.resume_path, "resume")):
+    for path, what in ((plan.teacher_path, "teacher"), (plan.resume_path, "resume"), (plan.init_path, "init_from")):
         if path is None:
             continue
         try:
-            runner.load(path)
-        except (RuntimeError, ValueError, KeyError) as err:
+            runner.init_from(path) if what == "init_from" else runner.load(path)
+        except RuntimeError as err:  # torch's load_state_dict on weights of other shapes; anything else is a bug
+            if "loading state_dict" not in str(err):
+                raise
             raise UserError(f"{what}={c[what]}: '{path}' does not fit this run's model "
                             f"({' '.join(str(err).split())[:400]}).") from None
         if runner.is_main:
-            where = f" at iteration {runner.current_learning_iteration}" if what == "resume" else ""
-            print(f"[rlcore] {'teacher loaded' if what == 'teacher' else 'resumed'} from {path}{where}")
+            done = {"teacher": "teacher loaded", "resume": "resumed", "init_from": "weights loaded"}[what]
+            where = f" after iteration {runner.current_learning_iteration + 1}" if what == "resume" else ""
+            print(f"[rlcore] {done} from {path}{where}")
     if runner.is_main:
         os.makedirs(log_dir, exist_ok=True)
         OmegaConf.save(OmegaConf.create(c), os.path.join(log_dir, "config.yaml"))  # resolved, typed, defaults filled
         print(f"[rlcore] run directory: {log_dir}")
     try:
         hook = None if callback is None else (lambda it, stats: callback(runner, it, stats))
-        runner.learn(init_at_random_ep_len=bool(c["runner"]["init_at_random_ep_len"]), callback=hook)
+        runner.learn(plan.num_iterations, init_at_random_ep_len=bool(c["runner"]["init_at_random_ep_len"]),
+                     callback=hook)
     finally:
         runner.close()
         if eval_env is not None and callable(getattr(eval_env, "close", None)):
@@ -451,6 +500,7 @@ def main(argv: list[str] | None = None) -> None:
         with user_errors():
             hydra_cfg = compose(argv, return_hydra_config=True)
             plan = prepare(hydra_cfg)
+            argv = argv + _resume_run_dir(plan, argv)
             argv = argv + _distributed_overrides(hydra_cfg, plan, argv)
             _planned.append(plan)
     elif flags <= {"-m", "--multirun"}:

@@ -126,8 +126,8 @@ class Distillation:
         self.num_env_groups = int(num_env_groups)
         self.start_weight, self.start_steps = float(start_weight), int(start_steps)
         self.forget_prob = float(forget_prob)
-        # Steps since each env's last reset [N] (0 at construction: a new env, or a resumed run's, starts afresh),
-        # and its value at the start of the stored rollout, from which the update replays the ages.
+        # Steps since each env's last reset [N] (0 at construction; a resume restores them: rank_state_dict), and
+        # their values at the start of the stored rollout, from which the update replays the ages.
         self.episode_steps = torch.zeros(storage.num_envs, dtype=torch.long, device=device)
         self.rollout_start_steps = self.episode_steps.clone()
         self.learning_rate, self.max_grad_norm = learning_rate, max_grad_norm
@@ -187,9 +187,15 @@ class Distillation:
         t.rewards, t.dones = rewards, memory_dones
         self.storage.add_transition(t)
         t.clear()
-        self.episode_steps = (self.episode_steps + 1) * (memory_dones.reshape(-1) == 0)
+        self.observe_dones(memory_dones)
         self.student.reset(memory_dones)
         self.teacher.reset(dones)
+
+    def observe_dones(self, dones: torch.Tensor) -> None:
+        """Advance the steps-since-reset counters by one env step (``dones [N]``: where an episode, or the student's
+        memory, restarts). Every env step counts, the runner's normaliser warm-up steps included, so that the
+        counters are each env's age in its episode."""
+        self.episode_steps = (self.episode_steps + 1) * (dones.reshape(-1) == 0)
 
     def compute_returns(self, obs: TensorDict) -> None:
         """Nothing to compute: behaviour cloning needs no returns (kept for the common algorithm API)."""
@@ -289,6 +295,21 @@ class Distillation:
             "optimizer_state_dict": self.optimizer.state_dict(),
             "learning_rate": self.learning_rate,
         }
+
+    def rank_state_dict(self) -> dict:
+        """This rank's resumable state (:mod:`rlcore.runners.run_state`): the per-env steps since reset and the
+        update count."""
+        return {"episode_steps": self.episode_steps.clone(), "num_updates": self.num_updates}
+
+    def load_rank_state_dict(self, state: dict) -> None:
+        """Restore :meth:`rank_state_dict`'s output (same number of envs)."""
+        steps = torch.as_tensor(state["episode_steps"]).to(self.device)
+        if steps.shape != self.episode_steps.shape:
+            raise ConfigError(f"the saved steps-since-reset counters are for {steps.numel()} envs; this run has "
+                              f"{self.episode_steps.numel()}")
+        self.episode_steps = steps.clone()
+        self.rollout_start_steps = self.episode_steps.clone()
+        self.num_updates = int(state.get("num_updates", self.num_updates))
 
     def load(self, loaded_dict: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
         """Load a distillation checkpoint (student, teacher, optimiser: a full resume), or a PPO checkpoint,

@@ -532,6 +532,18 @@ class PPO:
             state.update(ext.save())
         return state
 
+    def rank_state_dict(self) -> dict:
+        """This rank's resumable state (:mod:`rlcore.runners.run_state`): the reward normaliser's per-env discounted
+        returns (its statistics are shared and saved by :meth:`save`)."""
+        if self.reward_normalizer is None:
+            return {}
+        return {"reward_disc_return": self.reward_normalizer.disc_return.clone()}
+
+    def load_rank_state_dict(self, state: dict) -> None:
+        """Restore :meth:`rank_state_dict`'s output."""
+        if self.reward_normalizer is not None and "reward_disc_return" in state:
+            self.reward_normalizer.disc_return = torch.as_tensor(state["reward_disc_return"]).to(self.device).clone()
+
     def load(self, loaded_dict: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
         """Restore from ``save()``'s dict (or an rsl_rl checkpoint). ``load_cfg`` picks parts: keys actor, critic,
         optimizer and each extension's name, e.g. rnd (default: all). Returns whether the iteration counter should be

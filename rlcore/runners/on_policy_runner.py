@@ -16,6 +16,7 @@ from rlcore.algorithms.factory import construct_algorithm
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.runners.evaluation import Evaluation, check_settings, is_better, metric_direction, parse_stop_at
+from rlcore.runners.run_state import gather_rank_states, rank_state_of
 from rlcore.utils.checkpoint import (
     get_rng_states,
     load_checkpoint,
@@ -74,6 +75,9 @@ class OnPolicyRunner:
         self.alg = construct_algorithm(obs, env, self.cfg, self.device)
         self.alg.broadcast_parameters()
         self.log_dir = log_dir if self.is_main else None
+        self._writes_checkpoints = log_dir is not None  # on every rank: all take part in gathering rank states
+        self._normalizers_loaded = False  # init_from() loaded them: no warm-up
+        self._other_rank_states: list[dict] | None = None  # gathered for the checkpoint being written
         self._current_learning_iteration = 0
         self.fresh_start = True  # no iteration completed or restored yet (learn() starts at 0 and warms up)
         # Whether the env's episodes are under way (restored from a checkpoint, or stepped by learn()): only
@@ -166,21 +170,33 @@ class OnPolicyRunner:
         num_it = int(num_learning_iterations if num_learning_iterations is not None else self.cfg["max_iterations"])
         obs = self._start_learning(init_at_random_ep_len)
         start = self.current_learning_iteration + (0 if self.fresh_start else 1)
-        self._check_video_and_evaluation(start)
+        try:
+            self._check_video_and_evaluation(start)  # rank 0's work
+        except BaseException:
+            if self.is_distributed:
+                _broadcast_flag(None, self.device)
+            raise
+        if self.is_distributed:
+            _broadcast_flag(False, self.device)
         saved = None  # the iteration whose checkpoint was written last in this call
         try:
             for it in range(start, start + num_it):
                 obs, stats = self._iteration(it, obs, start, start + num_it)
-                stop = self._evaluate(it, stats)  # before the save: the checkpoint holds the best value so far
-                if self.log_dir is not None and it % self.save_interval == 0:
-                    self.save(os.path.join(self.log_dir, f"model_{it}.pt"))
+                # Before the save: the checkpoint holds the best value so far.
+                stop = self._evaluate(it, stats, last=it == start + num_it - 1)
+                if self._writes_checkpoints and it % self.save_interval == 0:
+                    self._checkpoint(f"model_{it}.pt")
                     saved = it
                 if self.is_main and callback is not None and callback(it, stats):
-                    break
+                    stop = True
+                if self.is_distributed and callback is not None:  # a callback's stop (rank 0) stops every rank
+                    stop = _broadcast_flag(stop, self.device)
                 if stop:
                     break
         except KeyboardInterrupt:
-            path = self._save_unsaved(start, saved)
+            # The other ranks cannot be asked for their state now: rank 0's alone (the others continue rank 0's
+            # curricula on resume, see rlcore.runners.run_state).
+            path = self._save_unsaved(start, saved, gather=False)
             if path is not None:
                 print(f"\n[rlcore] interrupted: saved {path}")
             raise
@@ -203,7 +219,7 @@ class OnPolicyRunner:
         self.alg.train_mode()
         obs = self._resume_obs if self._resume_obs is not None else self.env.get_observations().to(self.device)
         self._resume_obs = None
-        if self.fresh_start:
+        if self.fresh_start and not self._normalizers_loaded:
             obs = self._warm_up_normalizers(obs)
         self.logger.init_logging_writer()
         return obs
@@ -230,12 +246,28 @@ class OnPolicyRunner:
             action_std=self._action_std(), rnd_weight=self._rnd_weight())
         return obs, {**ep, "collect_s": t1 - t0, "learn_s": t2 - t1}
 
-    def _save_unsaved(self, start: int, saved: int | None) -> str | None:
+    def _save_unsaved(self, start: int, saved: int | None, gather: bool = True) -> str | None:
         """Checkpoint the last completed iteration of this ``learn`` call unless it was just saved; returns the
-        path (None: nothing to write)."""
-        if self.log_dir is not None and start <= self.current_learning_iteration != saved:
-            return self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
+        path (None: nothing to write, or not rank 0). ``gather=False``: rank 0 writes its own rank state only."""
+        if self._writes_checkpoints and start <= self.current_learning_iteration != saved:
+            return self._checkpoint(f"model_{self.current_learning_iteration}.pt", gather=gather)
         return None
+
+    def _checkpoint(self, name: str, gather: bool = True) -> str | None:
+        """Write ``<log_dir>/<name>`` with every rank's state (a collective on several ranks unless ``gather`` is
+        false: every rank calls it at the same iteration). Returns the path on rank 0, None on the others."""
+        others = None
+        if gather and self.is_distributed:
+            others = gather_rank_states(None if self.is_main else self.rank_state_dict(), self.rank, self.world_size)
+        if not self.is_main or self.log_dir is None:
+            return None
+        path = os.path.join(self.log_dir, name)
+        self._other_rank_states = others  # picked up by save(), which subclasses may override (mjlab, Isaac Lab)
+        try:
+            self.save(path)
+        finally:
+            self._other_rank_states = None
+        return path
 
     def _collect(self, obs: TensorDict) -> TensorDict:
         """One rollout of ``num_steps_per_env`` steps, then the return computation."""
@@ -281,6 +313,9 @@ class OnPolicyRunner:
                     bad = step_bad if bad is None else bad | step_bad
                 for model in self.models.values():
                     model.reset(dones)
+                observe = getattr(self.alg, "observe_dones", None)  # per-env counters that follow the episodes
+                if observe is not None:
+                    observe(dones)
                 seen.append(obs)
             _raise_if_non_finite(bad, obs)
             self.alg.update_normalization(torch.stack(seen))
@@ -358,7 +393,7 @@ class OnPolicyRunner:
         if best is not None:
             self.best_direction = metric_direction(self.eval_env, best)
         return Evaluation(self.eval_env, metrics, None if steps is None else int(steps),
-                          int(self.cfg["eval_warmup_steps"]), setting=setting)
+                          int(self.cfg["eval_warmup_steps"]), setting=setting, source_env=self.env)
 
     def _eval_act(self, policy: torch.nn.Module, obs: TensorDict) -> torch.Tensor:
         """The evaluation's actions: the policy's mean action, clipped as in training."""
@@ -388,66 +423,120 @@ class OnPolicyRunner:
                 is_better(float(saved["value"]), None if self.best is None else self.best["value"], self.best_direction):
             self.best = dict(saved)
 
-    def _evaluate(self, it: int, stats: dict) -> bool:
-        """Every ``eval_interval`` iterations: evaluate (rank 0), keep ``model_best.pt``, and say whether training
-        stops (``stop_at`` met; the same answer on every rank). Adds ``Eval/<metric>`` and ``eval_s`` to ``stats``."""
-        if (self.cfg["keep_best"] is None and self.stop_rule is None) or (it + 1) % int(self.cfg["eval_interval"]):
+    def _evaluate(self, it: int, stats: dict, last: bool = False) -> bool:
+        """Every ``eval_interval`` iterations and at the last one of a ``learn`` call: evaluate (rank 0), keep
+        ``model_best.pt``, and say whether training stops (``stop_at`` met; the same answer on every rank). Adds
+        ``Eval/<metric>`` and ``eval_s`` to ``stats``.
+
+        On several ranks, an exception in rank 0's evaluation is announced to the others before it is raised, so
+        they stop at once (with an error naming rank 0) instead of waiting at the next collective until it times out.
+        """
+        if (self.cfg["keep_best"] is None and self.stop_rule is None) or \
+                ((it + 1) % int(self.cfg["eval_interval"]) and not last):
             return False
         stop = False
         if self.is_main:
-            t0 = time.perf_counter()
-            results = self.evaluation(self.alg.get_policy(), self._eval_act)
-            stats["eval_s"] = time.perf_counter() - t0
-            stats.update({f"Eval/{k}": v for k, v in results.items()})
-            self.last_evaluation = {"iter": it, **results}
-            writer = self.logger.writer
-            if writer is not None and writer is not self.logger._stopped:
-                for key, value in results.items():
-                    if value == value:  # not NaN
-                        writer.add_scalar(f"Eval/{key}", value, it)
-            line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
-            metric = self.cfg["keep_best"]
-            if metric is not None:
-                if is_better(results[metric], None if self.best is None else self.best["value"], self.best_direction):
-                    self.best = {"metric": metric, "value": float(results[metric]), "iter": it}
-                    if self.log_dir is not None:
-                        self.save(os.path.join(self.log_dir, "model_best.pt"))
-                        line += " -> model_best.pt"
-                elif self.best is not None:
-                    line += f" (best {self.best['value']:.4g} at iteration {self.best['iter']})"
-            stop = self.stop_rule is not None and self.stop_rule.met(results[self.stop_rule.metric])
-            print(f"[rlcore] evaluation at iteration {it}: {line}" +
-                  (f"; stop_at '{self.stop_rule}' met: training stops" if stop else ""), flush=True)
-        if self.is_distributed and self.stop_rule is not None:
-            flag = torch.tensor([float(stop)], device=self.device)
-            dist.broadcast(flag, src=0)
-            stop = bool(flag.item())
+            try:
+                stop = self._evaluate_main(it, stats)
+            except BaseException:
+                if self.is_distributed:
+                    _broadcast_flag(None, self.device)
+                raise
+        if self.is_distributed:
+            stop = _broadcast_flag(stop, self.device)
+        return stop
+
+    def _evaluate_main(self, it: int, stats: dict) -> bool:
+        """Rank 0's part of :meth:`_evaluate`: run the evaluation, log it, keep the best checkpoint; whether to stop."""
+        t0 = time.perf_counter()
+        results = self.evaluation(self.alg.get_policy(), self._eval_act)
+        stats["eval_s"] = time.perf_counter() - t0
+        stats.update({f"Eval/{k}": v for k, v in results.items()})
+        self.last_evaluation = {"iter": it, **results}
+        writer = self.logger.writer
+        if writer is not None and writer is not self.logger._stopped:
+            for key, value in results.items():
+                if value == value:  # not NaN
+                    writer.add_scalar(f"Eval/{key}", value, it)
+        line = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
+        metric = self.cfg["keep_best"]
+        if metric is not None:
+            if is_better(results[metric], None if self.best is None else self.best["value"], self.best_direction):
+                self.best = {"metric": metric, "value": float(results[metric]), "iter": it}
+                if self.log_dir is not None:
+                    self.save(os.path.join(self.log_dir, "model_best.pt"))
+                    line += " -> model_best.pt"
+            elif self.best is not None:
+                line += f" (best {self.best['value']:.4g} after iteration {self.best['iter'] + 1})"
+        stop = self.stop_rule is not None and self.stop_rule.met(results[self.stop_rule.metric])
+        print(f"[rlcore] evaluation after iteration {it + 1}: {line}" +
+              (f"; stop_at '{self.stop_rule}' met: training stops" if stop else ""), flush=True)
         return stop
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str, infos: dict | None = None) -> str:
-        """Atomically write a checkpoint (model weights, optimiser, RNG and env state for an exact resume)."""
+        """Atomically write a checkpoint: the shared state (weights, optimiser, iteration, best evaluation) and this
+        process's rank state (generators, env, recurrent memory, counters; see :mod:`rlcore.runners.run_state`).
+
+        Called on rank 0 alone (as rsl_rl's runners and their subclasses do), it holds rank 0's state only; the
+        checkpoints ``learn`` writes also hold every other rank's."""
+        return self._write_checkpoint(path, infos, self._other_rank_states)
+
+    def _write_checkpoint(self, path: str, infos: dict | None, other_ranks: list[dict] | None) -> str:
         state = self.alg.save()
         state["iter"] = self.current_learning_iteration
         state["infos"] = infos
         state["train_cfg"] = plain_config(self.cfg)
         state["obs_groups"] = plain_config(self.cfg.get("obs_groups"))  # checked when this actor becomes a teacher
-        state["rng_states"] = get_rng_states()
-        state["hidden_states"] = {n: m.get_hidden_state() for n, m in self.models.items()
-                                  if getattr(m, "is_recurrent", False)}
         if self.best is not None:  # keep_best: the best evaluation so far (model_best.pt: its own)
             state["best"] = dict(self.best)
-        if hasattr(self.env, "state_dict"):
-            state["env_state"] = self.env.state_dict()
-            if self._last_obs is not None:  # with the env state it belongs to
-                state["last_observations"] = self._last_obs.detach().cpu().to_dict()
+        state.update(self.rank_state_dict())
+        state["world_size"] = self.world_size
+        if other_ranks:
+            state["other_ranks"] = other_ranks
         save_atomic(state, path)
         self.logger.save_model(path, self.current_learning_iteration)  # e.g. wandb uploads it
         return path
 
+    def rank_state_dict(self) -> dict:
+        """This process's resumable state (:mod:`rlcore.runners.run_state`): its generators, env and the observation
+        its next rollout starts from, the models' recurrent memory, the algorithm's per-env counters and the
+        logger's episode bookkeeping (plain tensors and values: ``weights_only`` loading reads them)."""
+        state = {"rng_states": get_rng_states(),
+                 "hidden_states": {n: m.get_hidden_state() for n, m in self.models.items()
+                                   if getattr(m, "is_recurrent", False)}}
+        if callable(getattr(self.env, "state_dict", None)):
+            state["env_state"] = self.env.state_dict()
+            if self._last_obs is not None:  # with the env state it belongs to
+                state["last_observations"] = self._last_obs.detach().cpu().to_dict()
+        if callable(getattr(self.alg, "rank_state_dict", None)):
+            state["algorithm_state"] = self.alg.rank_state_dict()
+        if callable(getattr(self.logger, "state_dict", None)):
+            state["logger_state"] = self.logger.state_dict()
+        return state
+
+    def load_rank_state_dict(self, state: dict) -> None:
+        """Restore :meth:`rank_state_dict`'s output (keys it lacks, e.g. in an older checkpoint, stay as they are)."""
+        if "rng_states" in state:
+            set_rng_states(state["rng_states"])
+        if "env_state" in state and callable(getattr(self.env, "load_state_dict", None)):
+            self.env.load_state_dict(state["env_state"])
+            self._env_running = True
+            if "last_observations" in state:
+                self._resume_obs = TensorDict(dict(state["last_observations"]),
+                                              batch_size=[self.env.num_envs]).to(self.device)
+        for name, h in (state.get("hidden_states") or {}).items():
+            if name in self.models and h is not None:
+                self.models[name].reset(hidden_state=h)
+        if "algorithm_state" in state and callable(getattr(self.alg, "load_rank_state_dict", None)):
+            self.alg.load_rank_state_dict(state["algorithm_state"])
+        if "logger_state" in state and callable(getattr(self.logger, "load_state_dict", None)):
+            self.logger.load_state_dict(state["logger_state"])
+
     def load(self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None,
              load_optimizer: bool = True) -> dict:
-        """Load a checkpoint. A full resume also restores the iteration count, RNG, env and recurrent state."""
+        """Load a checkpoint. A full resume also restores the iteration count and every rank's own state (generators,
+        env, recurrent memory, counters: :mod:`rlcore.runners.run_state`)."""
         ckpt = load_checkpoint(path, map_location=map_location or self.device)
         self._check_compatible(ckpt, path)
         if load_cfg is None and not load_optimizer:
@@ -458,23 +547,37 @@ class OnPolicyRunner:
             best = ckpt.get("best")
             if isinstance(best, dict) and best.get("metric") == self.cfg["keep_best"]:
                 self.best = dict(best)
-            # The checkpoint holds rank 0's RNG, env and recurrent state (only rank 0 writes). Other ranks keep
-            # their own freshly seeded (seed + rank) env and RNG, so their rollouts stay distinct after a
-            # distributed resume; rank 0 continues exactly.
-            if self.is_main:
-                if "rng_states" in ckpt:
-                    set_rng_states(ckpt["rng_states"])
-                if "env_state" in ckpt and hasattr(self.env, "load_state_dict"):
-                    self.env.load_state_dict(ckpt["env_state"])
-                    self._env_running = True
-                    if "last_observations" in ckpt:
-                        self._resume_obs = TensorDict(dict(ckpt["last_observations"]),
-                                                      batch_size=[self.env.num_envs]).to(self.device)
-                for name, h in (ckpt.get("hidden_states") or {}).items():
-                    if name in self.models and h is not None:
-                        self.models[name].reset(hidden_state=h)
+            own = rank_state_of(ckpt, self.rank)
+            if own is not None:
+                self.load_rank_state_dict(own)
+            else:
+                self._continue_rank0(ckpt)
         else:
             self._loaded_weights_only(ckpt)
+        self.alg.broadcast_parameters()
+        return ckpt.get("infos")
+
+    def _continue_rank0(self, ckpt: dict) -> None:
+        """A rank without its own state in ``ckpt`` keeps its freshly seeded generators and env, and continues the
+        curricula where rank 0 left them (envs with ``continue_curriculum``)."""
+        state = ckpt.get("env_state")
+        continue_curriculum = getattr(self.env, "continue_curriculum", None)
+        if isinstance(state, dict) and callable(continue_curriculum):
+            continue_curriculum(state)
+        print(f"[rlcore] rank {self.rank}: the checkpoint holds no state of this rank (written by "
+              f"{ckpt.get('world_size', 1)} rank(s)); it continues rank 0's curricula with its own env and generators.")
+
+    def init_from(self, path: str) -> dict:
+        """Start a fresh run from a checkpoint's weights: the models (their observation normalisers included) are
+        loaded; everything else is fresh (iteration 0, optimiser and learning rate, env, generators, counters), and
+        the normaliser warm-up is skipped. The model config must fit the checkpoint; the env may differ (another
+        ``num_envs``, other task settings). Returns the checkpoint's ``infos``."""
+        ckpt = load_checkpoint(path, map_location=self.device)
+        self._check_compatible(ckpt, path)
+        self.alg.load(ckpt, {"optimizer": False}, True)
+        policy_key = "student_state_dict" if hasattr(self.alg, "student") else "actor_state_dict"
+        self._normalizers_loaded = policy_key in ckpt
+        self._loaded_weights_only(ckpt)
         self.alg.broadcast_parameters()
         return ckpt.get("infos")
 
@@ -538,6 +641,18 @@ class OnPolicyRunner:
     def close(self) -> None:
         """Close the logging writer (``learn`` closes it too when it ends)."""
         self.logger.stop_logging_writer()
+
+
+def _broadcast_flag(flag: bool | None, device: str) -> bool:
+    """Rank 0's ``flag`` on every rank (a collective). ``None`` (from rank 0) means that rank 0 failed: the other
+    ranks raise instead of waiting for it at a later collective."""
+    value = torch.tensor([-1.0 if flag is None else float(flag)], device=device)
+    dist.broadcast(value, src=0)
+    if value.item() < 0:
+        if dist.get_rank() == 0:
+            return False
+        raise RuntimeError("rank 0 failed during training (its own error is printed above); this rank stops too.")
+    return bool(value.item())
 
 
 def _non_finite_flags(obs: TensorDict, rewards: torch.Tensor) -> torch.Tensor:

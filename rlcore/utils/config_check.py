@@ -212,6 +212,9 @@ def _check_combination(c: dict) -> None:
     """The rules between sections, each checked here once, as the registry declares them."""
     alg = registry.algorithm_traits(c["algorithm"]["class_name"])
     option = f"algorithm={alg.name.lower()}"
+    if c["resume"] and c["init_from"]:
+        raise ConfigError(f"resume={c['resume']} and init_from={c['init_from']} exclude each other: resume continues "
+                          "a run exactly, init_from starts a new run from a checkpoint's weights; keep one.")
     if c["teacher"] and not alg.uses_teacher:
         raise ConfigError(f"teacher={c['teacher']} is only used by algorithm=distillation; add algorithm=distillation "
                           "or drop teacher=.")

@@ -69,7 +69,12 @@ class TopLevelCfg:
     seed: int = 1  # seeds torch, numpy and python (+ rank under torchrun) and the task
     device: str = "cpu"  # cpu, cuda, cuda:1 (under torchrun each rank takes cuda:<local rank>)
     threads: Optional[int] = None  # torch CPU threads (null: all cores)
-    resume: Optional[str] = None  # run directory or model_<it>.pt to continue exactly (same task, model, algorithm)
+    # run directory or model_<it>.pt to continue exactly (same task, model, algorithm), in its run directory, up to
+    # runner.max_iterations (the run's total)
+    resume: Optional[str] = None
+    # model_<it>.pt or run directory whose weights (with their normalisers) start a fresh run: fine-tuning, other
+    # num_envs or task settings; optimiser, iteration, env and generators start afresh
+    init_from: Optional[str] = None
     teacher: Optional[str] = None  # PPO checkpoint or run directory whose actor is the teacher (algorithm=distillation)
 
 
