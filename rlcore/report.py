@@ -27,7 +27,7 @@ import yaml
 import rlcore
 from rlcore.errors import ConfigError
 from rlcore.utils.cli import user_errors
-from rlcore.utils.diagnosis import Finding, diagnose, format_findings, load_scalars
+from rlcore.utils.diagnosis import PER_STEP_TAGS, Finding, diagnose, format_findings, load_scalars
 
 USAGE = """usage: python -m rlcore.report <run dir> [<run dir> ...] [--out FILE]
 
@@ -50,7 +50,7 @@ SECTIONS = (
     ("Performance", lambda t: t.startswith("Perf/")),
     ("Other", lambda t: True),
 )
-TAG_ORDER = ("Episode/mean_return", "Episode/mean_length", "Loss/value", "Loss/surrogate", "Loss/entropy",
+TAG_ORDER = ("Episode/mean_return", "Episode/mean_length", "Episode/mean_reward_per_step", "Loss/value", "Loss/surrogate", "Loss/entropy",
              "Loss/kl", "Loss/learning_rate", "Policy/mean_std")
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
           "#bcbd22")
@@ -447,11 +447,14 @@ def _summary_table(runs: list[Run]) -> str:
     rows = ["<table><tr><th>run</th><th>task</th><th>seed</th><th>iterations</th><th>final return</th>"
             "<th>best return (iteration)</th><th>final episode length</th><th>training time</th><th>findings</th>"
             "</tr>"]
+    legacy = 0
     for r in runs:
         steps = [s for pts in r.scalars.values() for s, _ in pts]
         ret = r.scalars.get("Episode/mean_return") or r.scalars.get("Train/mean_reward")
         length = r.scalars.get("Episode/mean_length") or r.scalars.get("Train/mean_episode_length")
         best = _smoothed_best(ret) if ret else None
+        partial = ret is not None and not any(r.scalars.get(t) for t in PER_STEP_TAGS)
+        legacy += partial
         secs = sum(v for tag in ("Perf/collection_time", "Perf/learning_time")
                    for _, v in r.scalars.get(tag, []) if math.isfinite(v))
         final_ret, final_len = _final(ret), _final(length)
@@ -459,12 +462,16 @@ def _summary_table(runs: list[Run]) -> str:
         cells = [html.escape(r.name), html.escape(str(task)), html.escape(str(r.config.get("seed", "-"))),
                  f"{min(steps)}..{max(steps)}" if steps else "-",
                  f"{final_ret:.4g}" if final_ret is not None else "-",
-                 f"{best[0]:.4g} ({best[1]})" if best else "-",
+                 f"{best[0]:.4g} ({best[1]}){' *' if partial else ''}" if best else "-",
                  f"{final_len:.4g}" if final_len is not None else "-",
                  str(datetime.timedelta(seconds=round(secs))) if secs else "-", str(len(r.findings))]
         rows.append("<tr>" + "".join(f'<td class="num">{c}</td>' if i >= 3 else f"<td>{c}</td>"
                                      for i, c in enumerate(cells)) + "</tr>")
-    return "".join(rows) + "</table>"
+    note = ("<p>* this run's return curve averages partial episodes too (logged by rsl_rl or an older rlcore): envs "
+            "start at random points of their episodes, and again after a resume, so its first values and those "
+            "after a resume are not comparable with the rest. rlcore's <code>Episode/mean_return</code> now counts "
+            "full episodes only.</p>") if legacy else ""
+    return "".join(rows) + "</table>" + note
 
 
 def _findings_html(runs: list[Run]) -> str:

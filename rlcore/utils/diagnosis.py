@@ -4,11 +4,12 @@
 :func:`diagnose` reads the logged scalars of one run (``{tag: [(iteration, value), ...]}``, as
 :func:`load_scalars` returns them from the run's TensorBoard event files) and applies one rule per known
 failure pattern (``RULES``): NaN/Inf, value loss exploding, action std or entropy collapsing (or the std
-growing), KL spikes, the adaptive learning rate pinned at its floor or cap, returns collapsing after a peak,
-episode length collapsing, and a run that ended before its planned iterations (the NaN guard raises). Each
-:class:`Finding` names the iteration where the pattern starts and a suggested change. :func:`format_findings`
-turns them into console text (the runner's end-of-training summary); ``python -m rlcore.report`` puts them in
-its HTML page.
+growing), KL spikes, the adaptive learning rate pinned at its floor or cap, returns collapsing after a peak
+(read on rlcore's full-episode return curve; on an older curve that averaged partial episodes too, only where the
+return per step of episode fell as well), episode length collapsing, and a run that ended before its planned
+iterations (the NaN guard raises). Each :class:`Finding` names the iteration where the pattern starts and a
+suggested change. :func:`format_findings` turns them into console text (the runner's end-of-training summary);
+``python -m rlcore.report`` puts them in its HTML page.
 
 Pure Python (no torch); tensorboard is imported only by :func:`load_scalars`. Thresholds are module constants.
 """
@@ -32,6 +33,11 @@ Scalars = Mapping[str, Sequence[tuple[int, float]]]
 
 # Tags rlcore's logger writes (rlcore.utils.logger), then rsl_rl's names for the same curves.
 RETURN_TAGS = ("Episode/mean_return", "Train/mean_reward")
+#: Written by rlcore's logger since its ``Episode/mean_return`` counts full episodes only (those that started from a
+#: reset). Without it (older rlcore runs, rsl_rl's ``Train/mean_reward``) the return curve also averages the partial
+#: first episodes of envs started at random points of their episodes, and of every resume: short episodes, whose
+#: returns grow (or, with negative rewards, fall) as the episodes reach their real length.
+PER_STEP_TAGS = ("Episode/mean_reward_per_step",)
 LENGTH_TAGS = ("Episode/mean_length", "Train/mean_episode_length")
 VALUE_TAGS = ("Loss/value", "Loss/value_function")
 ENTROPY_TAGS = ("Loss/entropy",)
@@ -456,18 +462,56 @@ def _peaked_series(scalars: Scalars, tags) -> tuple | None:
     return None if shape is None else (tag, steps, *shape)
 
 
-def rule_return_collapse(scalars: Scalars, config: Mapping | None) -> list[Finding]:
-    """The smoothed return lost more than half of what it had gained up to its peak, and stays there."""
-    found = _peaked_series(scalars, RETURN_TAGS)
-    if found is None:
-        return []
-    tag, steps, peak, s, noise = found
+def _collapse(s: list[float], peak: int, noise: float) -> int | None:
+    """Index where the smoothed curve ``s`` fell below the line of "half of the gain up to its peak lost" (and stays
+    below at the end), or None where it did not collapse beyond its noise."""
     base = min(s[: peak + 1])
     gain = s[peak] - base
     line = s[peak] - (1.0 - COLLAPSE_KEEP) * gain
     if gain <= NOISE_SIGMAS * noise or s[-1] >= line or s[peak] - s[-1] <= NOISE_SIGMAS * noise:
+        return None
+    return next(i for i in range(peak, len(s)) if s[i] < line)
+
+
+def _explained_by_shorter_episodes(scalars: Scalars, peak_it: int, peak_return: float, line: float) -> bool:
+    """Whether a return curve that also averages partial episodes fell only because its episodes got shorter: the
+    return at the peak's (smoothed) episode length with the end's reward per step of episode would stay above
+    ``line``. False where the curves to tell are missing."""
+    ret, length = _series(scalars, RETURN_TAGS), _series(scalars, LENGTH_TAGS)
+    if ret is None or length is None:
+        return False
+    lengths = dict(zip(length[1], length[2]))
+    points = [(it, r / lengths[it], lengths[it]) for it, r in zip(ret[1], ret[2])
+              if it in lengths and math.isfinite(r) and math.isfinite(lengths[it]) and lengths[it] > 0]
+    if len(points) < MIN_POINTS:
+        return False
+    steps = [it for it, _, _ in points]
+    w = _window(len(points))
+    per_step = _smooth([p for _, p, _ in points], w)
+    episode = _smooth([n for _, _, n in points], w)
+    at_peak = max(0, bisect.bisect_right(steps, peak_it) - 1)
+    same_length_return = peak_return + episode[at_peak] * (per_step[-1] - per_step[at_peak])
+    return same_length_return >= line
+
+
+def rule_return_collapse(scalars: Scalars, config: Mapping | None) -> list[Finding]:
+    """The smoothed return lost more than half of what it had gained up to its peak, and stays there.
+
+    A return curve that also averages partial episodes (no ``Episode/mean_reward_per_step`` curve: an older rlcore
+    run or rsl_rl's ``Train/mean_reward``) falls whenever the episodes shorten for a while, as they do after a
+    resume; there the fall counts only if it remains at the peak's episode length, with the end's return per step
+    of episode (return / length).
+    """
+    found = _peaked_series(scalars, RETURN_TAGS)
+    if found is None:
         return []
-    cross = next(i for i in range(peak, len(s)) if s[i] < line)
+    tag, steps, peak, s, noise = found
+    cross = _collapse(s, peak, noise)
+    if cross is None:
+        return []
+    line = s[peak] - (1.0 - COLLAPSE_KEEP) * (s[peak] - min(s[: peak + 1]))
+    if _series(scalars, PER_STEP_TAGS) is None and _explained_by_shorter_episodes(scalars, steps[peak], s[peak], line):
+        return []  # the episodes got shorter (partial ones after a start or resume), not worse per step
     message = (f"the return peaked at {_fmt(s[peak])} (iteration {steps[peak]}) and fell to {_fmt(s[-1])} by the "
                f"end, below half of its gain, from iteration {steps[cross]}.")
     severity = "warning"

@@ -2,6 +2,21 @@
 
 :class:`Logger` is the runner's ``logger`` attribute, with rsl_rl 5.x's interface (``writer``, ``log_dir``,
 ``save_model``, ``git_status_repos``, ...), so runner subclasses written for rsl_rl work unchanged.
+
+Scalars written every iteration (TensorBoard tags; the console shows the first four):
+
+- ``Episode/mean_return``, ``Episode/mean_length``: mean return and length of the *full* episodes (started from a
+  reset) that ended in the iteration; an iteration without one repeats the last values; none before the first.
+  An env's first episode is a partial one (the runner starts envs at random points of their episodes,
+  ``init_at_random_ep_len``): it is left out, so the curve does not show partial episodes growing into full ones
+  as a falling return.
+- ``Episode/finished``: full episodes that ended; ``Episode/finished_partial``: partial (first) ones that ended.
+- ``Episode/mean_reward_per_step``: mean reward over every env and step of the rollout, meaningful from the first
+  iteration (the console's ``reward/step``).
+- ``Env/<key>``: the task's ``extras["log"]`` entries (mean over the steps where finite), the key without its
+  leading "/" (``Env/metrics/lin_vel_error``; the console shows ``lin_vel_error``).
+- ``Loss/<name>``, ``Loss/learning_rate``, ``Perf/steps_per_s``, ``Perf/collection_time``, ``Perf/learning_time``,
+  ``Policy/mean_std``, ``Rnd/weight``.
 """
 
 from __future__ import annotations
@@ -31,67 +46,161 @@ class EpisodeStats:
 
     Each step adds rewards; finished episodes (``dones``) are summed into totals that are read once per
     iteration, so the rollout loop never waits on the host.
+
+    Full episodes only: an env's episode counts towards ``Episode/mean_return`` and ``Episode/mean_length`` only if
+    it started from a reset that this object saw (``from_reset[env]``). A runner starts its envs at random points of
+    their episodes (``init_at_random_ep_len``) and steps them before the first rollout (the normaliser warm-up), so
+    the first episode of every env is a partial one: its return and length would read as a policy that gets worse
+    while the episodes grow to their real length. Those partial episodes are counted (``Episode/finished_partial``)
+    but not averaged in. ``Episode/mean_reward_per_step`` (the mean reward of every env and step of the window)
+    needs no finished episode, so it means the same from the first iteration.
+
+    Args:
+        num_envs: environments stepped together.
+        device: device of the accumulators.
+        keep_episodes: also keep each finished episode's return and length (one host sync per window).
+        started_from_reset: whether the envs' current episodes started from a reset (True: a fresh env stepped
+            through this object from its first step; the :class:`Logger` passes False, see above).
     """
 
-    def __init__(self, num_envs: int, device: str | torch.device, keep_episodes: bool = False) -> None:
+    def __init__(self, num_envs: int, device: str | torch.device, keep_episodes: bool = False,
+                 started_from_reset: bool = True) -> None:
+        self.num_envs = int(num_envs)
         self.keep_episodes = keep_episodes  # also keep each finished episode's return and length (one sync per window)
-        self._steps: list[torch.Tensor] = []  # [3, N] per step: done, return, length (keep_episodes only)
+        self._steps: list[torch.Tensor] = []  # [4, N] per step: done, return, length, from reset (keep_episodes)
         self.finished_returns: list[float] = []  # episodes finished in the last collected window, in step/env order
         self.finished_lengths: list[float] = []
+        self.finished_full: list[bool] = []  # whether each of them started from a reset (a full episode)
         self.cur_return = torch.zeros(num_envs, device=device)
         self.cur_length = torch.zeros(num_envs, device=device)
-        self.done_return = torch.zeros((), device=device)
+        self.from_reset = torch.full((num_envs,), bool(started_from_reset), dtype=torch.bool, device=device)
+        self.done_return = torch.zeros((), device=device)  # full episodes of the window
         self.done_length = torch.zeros((), device=device)
         self.done_count = torch.zeros((), device=device)
-        self.log_sums: dict[str, torch.Tensor] = {}
+        self.partial_count = torch.zeros((), device=device)  # episodes of the window that did not start from a reset
+        self.reward_sum = torch.zeros((), device=device)  # every env and step of the window
+        self.window_steps = 0
+        self.log_sums: dict[str, torch.Tensor] = {}  # by the task's key without leading "/"
         self.log_counts: dict[str, torch.Tensor] = {}  # steps whose value was finite (NaN = nothing to report)
-        self.last = {"return": math.nan, "length": math.nan}
+        self.last = {"return": math.nan, "length": math.nan}  # the last window's with full episodes (NaN: none yet)
 
     def step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict) -> None:
         done = dones.reshape(-1).float()
-        self.cur_return += rewards.reshape(-1)
+        rewards = rewards.reshape(-1).to(self.cur_return.dtype)
+        full = done * self.from_reset
+        self.cur_return += rewards
         self.cur_length += 1.0
-        self.done_return += (self.cur_return * done).sum()
-        self.done_length += (self.cur_length * done).sum()
-        self.done_count += done.sum()
+        self.reward_sum += rewards.sum()
+        self.window_steps += 1
+        self.done_return += (self.cur_return * full).sum()
+        self.done_length += (self.cur_length * full).sum()
+        self.done_count += full.sum()
+        self.partial_count += (done - full).sum()
         if self.keep_episodes:
-            self._steps.append(torch.stack([done, self.cur_return, self.cur_length]))
+            self._steps.append(torch.stack([done, self.cur_return, self.cur_length, self.from_reset.float()]))
         self.cur_return *= 1.0 - done
         self.cur_length *= 1.0 - done
+        self.from_reset |= done > 0
         logs = extras.get("log", extras.get("episode"))
         if logs:
             for key, value in logs.items():
                 v = value.float().mean() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
                 v = v.to(done.device)
                 finite = torch.isfinite(v)
-                key = key if key.startswith("/") else "/" + key
-                self.log_sums[key] = self.log_sums.get(key, 0.0) + torch.where(finite, v, 0.0)
-                self.log_counts[key] = self.log_counts.get(key, 0.0) + finite.float()
+                name = metric_name(key)
+                self.log_sums[name] = self.log_sums.get(name, 0.0) + torch.where(finite, v, 0.0)
+                self.log_counts[name] = self.log_counts.get(name, 0.0) + finite.float()
 
     def collect(self) -> dict[str, float]:
-        """Means since the last call (episodes finished in that window); resets the window."""
-        n = float(self.done_count.item())
+        """Statistics of the window since the last call; resets the window.
+
+        ``Episode/mean_return`` and ``Episode/mean_length``: means over the full episodes (started from a reset)
+        that ended in the window; a window without any repeats the last such means (NaN before the first).
+        ``Episode/finished``: how many full episodes ended; ``Episode/finished_partial``: how many episodes that did
+        not start from a reset ended (left out of the means). ``Episode/mean_reward_per_step``: mean reward over
+        every env and step of the window (NaN for an empty window). ``Env/<key>``: the mean of the task's
+        ``extras["log"][key]`` over the steps where it was finite (NaN: never), ``<key>`` without a leading "/".
+        """
+        totals = (self.done_return, self.done_length, self.done_count, self.partial_count, self.reward_sum)
+        ret, length, n, partial, rewards = torch.stack(totals).tolist()  # one host sync
         if n > 0:
-            self.last = {"return": float(self.done_return.item()) / n, "length": float(self.done_length.item()) / n}
+            self.last = {"return": ret / n, "length": length / n}
+        steps = self.window_steps * self.num_envs
         out = {"Episode/mean_return": self.last["return"], "Episode/mean_length": self.last["length"],
-               "Episode/finished": n}
-        for key, total in self.log_sums.items():
-            count = float(self.log_counts[key])
-            out["Env" + key] = float(total) / count if count > 0 else math.nan  # NaN: not logged
+               "Episode/finished": n, "Episode/finished_partial": partial,
+               "Episode/mean_reward_per_step": rewards / steps if steps else math.nan}
+        for name, total in self.log_sums.items():
+            count = float(self.log_counts[name])
+            out["Env/" + name] = float(total) / count if count > 0 else math.nan  # NaN: not logged
         if self._steps:
-            steps = torch.stack(self._steps).cpu()  # [S, 3, N]
-            finished = steps[:, 0] > 0
-            self.finished_returns = steps[:, 1][finished].tolist()
-            self.finished_lengths = steps[:, 2][finished].tolist()
+            steps_kept = torch.stack(self._steps).cpu()  # [S, 4, N]
+            finished = steps_kept[:, 0] > 0
+            self.finished_returns = steps_kept[:, 1][finished].tolist()
+            self.finished_lengths = steps_kept[:, 2][finished].tolist()
+            self.finished_full = (steps_kept[:, 3][finished] > 0).tolist()
             self._steps.clear()
         else:
-            self.finished_returns, self.finished_lengths = [], []
-        self.done_return.zero_()
-        self.done_length.zero_()
-        self.done_count.zero_()
+            self.finished_returns, self.finished_lengths, self.finished_full = [], [], []
+        for total in totals:
+            total.zero_()
+        self.window_steps = 0
         self.log_sums.clear()
         self.log_counts.clear()
         return out
+
+    def state_dict(self) -> dict:
+        """Everything that decides the values collected from here on: the per-env running returns, lengths and
+        started-from-reset flags, the open window's sums, the last means. Plain tensors (on the CPU), numbers,
+        lists and dicts of them, so ``torch.load(weights_only=True)`` reads it."""
+        def cpu(t):
+            return torch.as_tensor(t).detach().to("cpu").clone()
+
+        return {
+            "num_envs": self.num_envs,
+            "cur_return": cpu(self.cur_return),
+            "cur_length": cpu(self.cur_length),
+            "from_reset": cpu(self.from_reset),
+            "window": {"done_return": cpu(self.done_return), "done_length": cpu(self.done_length),
+                       "done_count": cpu(self.done_count), "partial_count": cpu(self.partial_count),
+                       "reward_sum": cpu(self.reward_sum), "steps": int(self.window_steps),
+                       "log_sums": {k: cpu(v) for k, v in self.log_sums.items()},
+                       "log_counts": {k: cpu(v) for k, v in self.log_counts.items()},
+                       "episode_steps": [cpu(t) for t in self._steps]},
+            "last": {"return": float(self.last["return"]), "length": float(self.last["length"])},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict`'s ``state``.
+
+        Raises:
+            ValueError: ``state`` was taken with another number of envs.
+        """
+        if int(state["num_envs"]) != self.num_envs:
+            raise ValueError(f"episode statistics of {int(state['num_envs'])} envs cannot continue with "
+                             f"{self.num_envs} envs.")
+        device = self.cur_return.device
+
+        def to(t, like):
+            return torch.as_tensor(t).to(device=device, dtype=like.dtype).clone()
+
+        self.cur_return = to(state["cur_return"], self.cur_return)
+        self.cur_length = to(state["cur_length"], self.cur_length)
+        self.from_reset = to(state["from_reset"], self.from_reset)
+        window = state["window"]
+        for name in ("done_return", "done_length", "done_count", "partial_count", "reward_sum"):
+            setattr(self, name, to(window[name], getattr(self, name)))
+        self.window_steps = int(window["steps"])
+        self.log_sums = {k: torch.as_tensor(v).to(device).clone() for k, v in window["log_sums"].items()}
+        self.log_counts = {k: torch.as_tensor(v).to(device).clone() for k, v in window["log_counts"].items()}
+        self._steps = [torch.as_tensor(t).to(device).clone() for t in window["episode_steps"]] if self.keep_episodes \
+            else []
+        self.last = {"return": float(state["last"]["return"]), "length": float(state["last"]["length"])}
+
+
+def metric_name(key: str) -> str:
+    """A task's ``extras["log"]`` key as the logs name it: without leading "/" (``"/metrics/x"`` -> ``"metrics/x"``;
+    written as ``Env/metrics/x``, shown as ``x``)."""
+    return key.lstrip("/")
 
 
 class Logger:
@@ -110,8 +219,9 @@ class Logger:
     :class:`~rlcore.utils.LogWriter`, or None; created by :meth:`init_logging_writer` when training starts),
     ``logger_type`` (``"tensorboard"``, ``"wandb"``, ``"none"`` or the LogWriter class name, as rsl_rl <= 5.4
     had it), ``log_dir``, ``git_status_repos``, ``rewbuffer`` / ``lenbuffer`` (returns and lengths of the last
-    100 finished episodes), ``cur_reward_sum`` / ``cur_episode_length`` (per env, running), ``tot_timesteps``,
-    ``tot_time``, ``ep_extras``, ``disable_logs``.
+    100 finished episodes, as rsl_rl's: the partial first episodes included), ``cur_reward_sum`` /
+    ``cur_episode_length`` (per env, running), ``tot_timesteps``, ``tot_time``, ``ep_extras``, ``disable_logs``.
+    A resumed run continues them from :meth:`state_dict` / :meth:`load_state_dict`.
     """
 
     def __init__(
@@ -140,7 +250,9 @@ class Logger:
         self.ep_extras: list[dict] = []
         self.rewbuffer: deque[float] = deque(maxlen=100)
         self.lenbuffer: deque[float] = deque(maxlen=100)
-        self.stats = EpisodeStats(self.num_envs, device, keep_episodes=True)
+        # The runner spreads the envs over their episodes and warms its normalisers up before the first rollout:
+        # no env's first episode seen here started from a reset.
+        self.stats = EpisodeStats(self.num_envs, device, keep_episodes=True, started_from_reset=False)
         self.last_stats: dict[str, float] = {}
         """The episode/env statistics of the last logged iteration (``Episode/...``, ``Env/...``)."""
         self._report: ConsoleReport | None = None
@@ -155,6 +267,35 @@ class Logger:
     def cur_episode_length(self) -> torch.Tensor:
         """``[N]`` steps so far of every env's running episode."""
         return self.stats.cur_length
+
+    # ------------------------------------------------------------------ resume
+    def state_dict(self) -> dict:
+        """What decides the values logged from here on, for a checkpoint: the episode bookkeeping
+        (:meth:`EpisodeStats.state_dict`: per-env running returns, lengths, started-from-reset flags, the open
+        window), ``rewbuffer`` / ``lenbuffer``, ``tot_timesteps``, ``tot_time`` and ``last_stats``. Plain tensors,
+        numbers, lists and dicts (``torch.load(weights_only=True)`` reads it). The writer, the console's clock and
+        ``ep_extras`` (cleared every iteration) are not part of it."""
+        return {
+            "episode_stats": self.stats.state_dict(),
+            "rewbuffer": [float(v) for v in self.rewbuffer],
+            "lenbuffer": [float(v) for v in self.lenbuffer],
+            "tot_timesteps": int(self.tot_timesteps),
+            "tot_time": float(self.tot_time),
+            "last_stats": {str(k): float(v) for k, v in self.last_stats.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict`'s ``state`` (a resumed run then logs what the uninterrupted one would).
+
+        Raises:
+            ValueError: ``state`` was taken with another number of envs.
+        """
+        self.stats.load_state_dict(state["episode_stats"])
+        self.rewbuffer = deque((float(v) for v in state["rewbuffer"]), maxlen=self.rewbuffer.maxlen)
+        self.lenbuffer = deque((float(v) for v in state["lenbuffer"]), maxlen=self.lenbuffer.maxlen)
+        self.tot_timesteps = int(state["tot_timesteps"])
+        self.tot_time = float(state["tot_time"])
+        self.last_stats = {str(k): float(v) for k, v in state["last_stats"].items()}
 
     # ------------------------------------------------------------------ writer
     def init_logging_writer(self) -> None:
@@ -366,16 +507,40 @@ class ConsoleReport:
         fps = steps / max(collect_s + learn_s, 1e-9)
         loss_txt = "  ".join(f"{k} {v:.4g}" for k, v in losses.items())
         # The task's own metrics (extras["log"], e.g. tracking errors, terrain level); reward terms stay in the logs.
-        env_txt = "  ".join(f"{k.removeprefix('Env/').removeprefix('metrics/')} {v:.4g}" for k, v in stats.items()
+        env_txt = "  ".join(f"{metric_name(k.removeprefix('Env/')).removeprefix('metrics/')} {v:.4g}"
+                            for k, v in stats.items()
                             if k.startswith("Env/") and not k.startswith("Env/reward/") and math.isfinite(v))
         if env_txt:
             loss_txt += f"\n    {env_txt}"
         self.console.print(
             f"[bold]it {it + 1}/{self.start + self.total}[/bold]  {fps:,.0f} steps/s  "
-            f"(collect {collect_s:.2f}s, learn {learn_s:.2f}s)  "
-            f"return [cyan]{stats['Episode/mean_return']:.3f}[/cyan]  ep len {stats['Episode/mean_length']:.1f}  "
+            f"(collect {collect_s:.2f}s, learn {learn_s:.2f}s)  {episode_text(stats)}  "
             f"ETA {_fmt_time(eta)}\n    {loss_txt}"
         )
+
+
+def episode_text(stats: dict) -> str:
+    """The console's headline: ``return -121.700 (12 full episodes)  ep len 176.8  reward/step -0.6123``.
+
+    The return and length are those of full episodes (:class:`EpisodeStats`); before the first has ended the
+    return reads ``n/a (no full episode yet)``, never a partial episode's. ``(no new full episode)``: none ended in
+    this iteration, the figures are the last ones. Counts and the per-step reward are shown where ``stats`` has them.
+    """
+    ret = float(stats.get("Episode/mean_return", math.nan))
+    count = stats.get("Episode/finished")
+    if math.isfinite(ret):
+        text = f"return [cyan]{ret:.3f}[/cyan]"
+        if count is not None:
+            count = int(count)
+            text += (f" ({count} full episode{'s' if count != 1 else ''})" if count > 0
+                     else " (no new full episode)")
+        text += f"  ep len {float(stats.get('Episode/mean_length', math.nan)):.1f}"
+    else:
+        text = "return n/a (no full episode yet)"
+    per_step = stats.get("Episode/mean_reward_per_step")
+    if per_step is not None and math.isfinite(per_step):
+        text += f"  reward/step [cyan]{per_step:.4g}[/cyan]"
+    return text
 
 
 def _fmt_time(seconds: float) -> str:

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-#: 5 iterations of a tiny pendulum: a few seconds; TensorBoard logs (the default logger).
-TINY_TRAIN = ["task=pendulum", "runner.max_iterations=5", "task.num_envs=32", "runner.num_steps_per_env=16",
+#: 5 iterations of a tiny pendulum: a few seconds; TensorBoard logs (the default logger). 10-step episodes, so that
+#: full episodes (those the return curve counts) end in every iteration.
+TINY_TRAIN = ["task=pendulum", "runner.max_iterations=5", "task.num_envs=32", "task.env.max_episode_length=10",
+              "runner.num_steps_per_env=16",
               "model.actor.hidden_dims=[16,16]", "model.critic.hidden_dims=[16,16]", "algorithm.num_mini_batches=2",
               "algorithm.num_learning_epochs=2", "runner.save_interval=100"]
 
