@@ -238,6 +238,10 @@ def policy_source(args: dict, device: str) -> PolicySource:
     (``onnx=`` without a checkpoint, or ``pretrained=``) with the task rebuilt from the file's interface."""
     if args.get("checkpoint"):
         info = load_run(str(args["checkpoint"]))
+        if args.get("task") and args["task"] != info.task.get("name"):
+            raise UserError(f"task={args['task']}: checkpoint {info.checkpoint} was trained on task="
+                            f"{info.task.get('name')}; leave task= out (the checkpoint's task is played) or give a "
+                            f"{args['task']} checkpoint.")
         onnx = args.get("onnx")
 
         def make_actor(env, num_envs: int):

@@ -16,12 +16,25 @@ Under ``torchrun`` every rank runs this module; rank 0 picks the run directory a
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
+import signal
 import sys
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "rlcore-train":
+    # The command (not an import of this module): Ctrl-C while the imports below load ends it quietly with status 130;
+    # nothing is written yet. main() then installs rlcore.utils.cli.watch_interrupts.
+    signal.signal(signal.SIGINT, lambda signum, frame: (os.write(2, b"interrupted\n"), os._exit(130)))
+
+import contextlib
+import importlib.util
+import io
+import logging
+import re
+import shutil
+import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import hydra
@@ -30,15 +43,19 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlcore.utils import registry
 from rlcore.utils.cli import (
+    INTERRUPT_EXIT,
     USER_ERROR_EXIT,
     USER_ERRORS,
     UserError,
     check_device,
     compose,
     config_dir,
+    exit_interrupted,
     is_main_process,
+    keep_interrupt_exit_status,
     one_line,
     user_errors,
+    watch_interrupts,
 )
 from rlcore.utils.config_check import validate_config
 from rlcore.utils.config_schema import LEARN_ARGUMENTS, RUNNER_LOGGER_KEYS
@@ -278,6 +295,53 @@ def _init_distributed(device: str) -> tuple[int, int, str]:
     return rank, world, device
 
 
+def _make_run_dir(hydra_cfg: DictConfig, argv: list[str]) -> tuple[list[str], str | None, bool]:
+    """Make the run directory before Hydra does, so that one that cannot be made is one line, not Hydra's traceback.
+
+    ``hydra.run.dir`` (``logs/<experiment>/<time>`` unless the command gives it) is pinned on the command handed to
+    Hydra, so that Hydra uses this very directory. Returns ``(argv, run directory, whether it was made here)``.
+
+    Raises:
+        UserError: the directory cannot be made or written into (a file in its path, no permission, ``/proc``).
+    """
+    given = [a for a in argv if a.startswith("hydra.run.dir=")]
+    if given:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        run_dir = str(OverridesParser.create().parse_override(given[-1]).value())
+        if "${" in run_dir:  # an interpolation of the command's own: Hydra resolves it
+            return argv, None, False
+    else:
+        run_dir = str(hydra_cfg.hydra.run.dir)
+        argv = argv + [f"hydra.run.dir={_quote(run_dir)}"]
+    existed = os.path.isdir(run_dir)
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+        with tempfile.TemporaryFile(dir=run_dir):
+            pass
+    except OSError as err:
+        if not existed and os.path.isdir(run_dir) and not os.listdir(run_dir):
+            os.rmdir(run_dir)
+        raise UserError(f"cannot create the run directory {run_dir}: {_why_not_made(run_dir, err)}; choose another "
+                        "with hydra.run.dir=<dir>, or run from a writable directory.") from None
+    return argv, run_dir, not existed
+
+
+def _why_not_made(path: str, err: OSError) -> str:
+    """``err``'s reason, naming the file that stands where a directory of ``path`` should be."""
+    reason = err.strerror or one_line(err)
+    part = os.path.abspath(path)
+    while part and not os.path.lexists(part):
+        parent = os.path.dirname(part)
+        if parent == part:
+            break
+        part = parent
+    if os.path.lexists(part) and not os.path.isdir(part):
+        shown = os.path.relpath(part) if not os.path.isabs(path) else part
+        return f"{reason} ('{shown}' is a file, not a directory)"
+    return reason
+
+
 def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -408,14 +472,15 @@ _STARTED = time.time()
 _START_FILES = (".hydra", "train.log", "config.yaml", "git", "events.out.tfevents.", "wandb")
 
 
-def _remove_empty_run_dir(path: str | None, user_error: bool = False) -> None:
+def _remove_empty_run_dir(path: str | None, user_error: bool = False, interrupted: bool = False) -> None:
     """Remove a run directory that a failed start left with nothing but Hydra's bookkeeping.
 
-    ``train.log`` only ever holds third-party ``logging`` records (rlcore prints, it does not log), e.g. the
-    INFO line PyOpenGL emits when a MuJoCo task imports it, so a non-empty one does not make the run real.
-    After a user error (e.g. a ``runner.keep_best`` metric the task does not report, found at the first
-    evaluation) the files this process wrote before any checkpoint (:data:`_START_FILES`) go too; anything
-    older than this process, or any other file, keeps the directory.
+    ``train.log`` holds the console's copy (:class:`_ConsoleCopy`) and third-party ``logging`` records, so a
+    non-empty one does not make the run real. After a user error (e.g. a ``runner.keep_best`` metric the task does
+    not report, found at the first evaluation) the files this process wrote before any checkpoint
+    (:data:`_START_FILES`) go too; after Ctrl-C (``interrupted``), everything this process wrote when there is no
+    checkpoint (``model_*.pt``) to resume from. Anything older than this process, or any other file, keeps the
+    directory.
     """
     if not path or not os.path.isdir(path):
         return
@@ -423,12 +488,82 @@ def _remove_empty_run_dir(path: str | None, user_error: bool = False) -> None:
     if set(entries) <= {".hydra", "train.log"}:
         shutil.rmtree(path, ignore_errors=True)
         return
-    if not user_error:
+    if not (user_error or interrupted):
         return
-    ours = all(e.startswith(_START_FILES) and os.path.getmtime(os.path.join(path, e)) >= _STARTED - 1.0
-               for e in entries if e not in (".hydra", "train.log"))
-    if ours:
+
+    def new(entry: str) -> bool:
+        return os.path.getmtime(os.path.join(path, entry)) >= _STARTED - 1.0
+
+    if interrupted:
+        remove = (not any(re.fullmatch(r"model_.*\.pt", e) for e in entries)
+                  and all(new(e) for e in entries if e not in (".hydra", "train.log")))
+    else:
+        remove = all(e.startswith(_START_FILES) and new(e) for e in entries if e not in (".hydra", "train.log"))
+    if remove:
         shutil.rmtree(path, ignore_errors=True)
+
+
+#: Third-party loggers whose INFO records are noise in every run's output (TensorBoard's reader, used by the
+#: end-of-run diagnosis: "No path found after <events file>"; PyOpenGL, imported by MuJoCo: "No OpenGL_accelerate
+#: module loaded"). Set to WARNING when the logging config leaves them unset: their warnings and errors still show.
+QUIET_LOGGERS = ("tensorboard", "OpenGL.acceleratesupport")
+
+
+def _quiet_third_party_logs() -> None:
+    for name in QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
+
+
+#: Terminal control sequences (colours, cursor moves, hyperlinks) that rich writes to a terminal.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+class _ConsoleCopy:
+    """``sys.stdout`` or ``sys.stderr`` written through to the console unchanged and, as plain text (no terminal
+    codes), appended to the run's log file; every other attribute (``isatty``, ``fileno``, ``encoding``) is the
+    console's, so that what is printed (rich's colours included) does not change."""
+
+    def __init__(self, stream, log: io.TextIOBase) -> None:
+        self._stream, self._log = stream, log
+
+    def write(self, text: str) -> int:
+        written = self._stream.write(text)
+        if not self._log.closed:
+            self._log.write(_ANSI.sub("", text))
+        return written
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._stream.flush()
+        if not self._log.closed:
+            self._log.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _console_copied_to(path: str) -> Iterator[None]:
+    """While the block runs, what is printed to stdout and stderr is also appended to ``path`` (the job's log,
+    ``<run dir>/train.log``, where Hydra's log records go too): the iteration reports, ``[rlcore]`` lines, warnings
+    and errors."""
+    log = open(path, "a", encoding="utf-8", buffering=1)  # closed below, after the streams are put back
+    copies = {name: _ConsoleCopy(getattr(sys, name), log) for name in ("stdout", "stderr")}
+    for name, copy in copies.items():
+        setattr(sys, name, copy)
+    try:
+        yield
+    finally:
+        for name, copy in copies.items():
+            if getattr(sys, name) is copy:  # unless someone replaced it meanwhile
+                copy.flush()
+                setattr(sys, name, copy._stream)
+        log.close()
 
 
 _planned: list[TrainPlan] = []
@@ -436,14 +571,20 @@ _planned: list[TrainPlan] = []
 
 
 def _task_function(cfg: DictConfig) -> None:
-    output_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
+    hydra_cfg = hydra.core.hydra_config.HydraConfig.get()
+    output_dir = hydra_cfg.runtime.output_dir
     plan = _planned.pop() if _planned else None
+    _quiet_third_party_logs()
+    main_process = is_main_process()
+    copy = (_console_copied_to(os.path.join(output_dir, f"{hydra_cfg.job.name}.log")) if main_process
+            else contextlib.nullcontext())
     try:
-        with user_errors():
+        with copy, user_errors():
             run(cfg, output_dir, plan=plan)
     except SystemExit as stop:
-        if stop.code not in (0, None) and is_main_process():
-            _remove_empty_run_dir(output_dir, user_error=stop.code == USER_ERROR_EXIT)
+        if stop.code not in (0, None) and main_process:
+            _remove_empty_run_dir(output_dir, user_error=stop.code == USER_ERROR_EXIT,
+                                  interrupted=stop.code == INTERRUPT_EXIT)
         raise
 
 
@@ -488,29 +629,48 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m rlcore.train`` and ``rlcore-train``.
 
     Plain ``key=value`` commands are composed and planned first (:func:`prepare`), so that a bad command fails in
-    one line before a run directory exists; Hydra then makes the run directory and the job trains from that plan.
-    A sweep (``-m`` with ``key=a,b`` or ``range(...)`` lists) is planned job by job before Hydra starts the first,
-    so that a bad value in the fifth job fails in one line instead of after four runs; each job is planned again
-    when it starts. Hydra's other flags (``--help``, ``--cfg job``, ...) and other sweepers go straight to Hydra.
+    one line before a run directory exists; then the run directory is made (:func:`_make_run_dir`: one line when it
+    cannot be) and Hydra's job trains from that plan. Ctrl-C at any point ends the command with ``interrupted`` and
+    status 130, and removes a run directory that it leaves without a checkpoint. A sweep (``-m`` with ``key=a,b`` or
+    ``range(...)`` lists) is planned job by job before Hydra starts the first, so that a bad value in the fifth job
+    fails in one line instead of after four runs; each job is planned again when it starts. Hydra's other flags
+    (``--help``, ``--cfg job``, ...) and other sweepers go straight to Hydra.
     """
+    command = argv is None  # this process is the command (not a call from Python code)
     argv = list(sys.argv[1:] if argv is None else argv)
     _planned.clear()
-    flags = {arg for arg in argv if arg.startswith("-")}
-    if not flags:
-        with user_errors():
-            hydra_cfg = compose(argv, return_hydra_config=True)
-            plan = prepare(hydra_cfg)
-            argv = argv + _resume_run_dir(plan, argv)
-            argv = argv + _distributed_overrides(hydra_cfg, plan, argv)
-            _planned.append(plan)
-    elif flags <= {"-m", "--multirun"}:
-        with user_errors():
-            check_sweep([arg for arg in argv if not arg.startswith("-")])
-    sys.argv = [sys.argv[0] if sys.argv else "rlcore-train", *argv]
+    if command:
+        keep_interrupt_exit_status()
+    previous_sigint = signal.getsignal(signal.SIGINT)
+    watch_interrupts()
+    run_dir = made = None  # the run directory checked here, and whether this made it
     try:
-        _hydra_main()
+        flags = {arg for arg in argv if arg.startswith("-")}
+        if not flags:
+            with user_errors():
+                hydra_cfg = compose(argv, return_hydra_config=True)
+                plan = prepare(hydra_cfg)
+                argv = argv + _resume_run_dir(plan, argv)
+                argv = argv + _distributed_overrides(hydra_cfg, plan, argv)
+                if is_main_process():
+                    argv, run_dir, made = _make_run_dir(hydra_cfg, argv)
+                _planned.append(plan)
+        elif flags <= {"-m", "--multirun"}:
+            with user_errors():
+                check_sweep([arg for arg in argv if not arg.startswith("-")])
+        sys.argv = [sys.argv[0] if sys.argv else "rlcore-train", *argv]
+        try:
+            _hydra_main()
+        finally:
+            _planned.clear()
+            if made and os.path.isdir(run_dir) and not os.listdir(run_dir):  # Hydra stopped before the job began
+                os.rmdir(run_dir)
+    except KeyboardInterrupt:  # in Hydra's own start-up or wind-down (the job reports its own)
+        _remove_empty_run_dir(run_dir, interrupted=True)
+        exit_interrupted()
     finally:
-        _planned.clear()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous_sigint)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ arguments against a structured config, and reporting user errors as one line wit
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
+import signal
 import site
 import sys
 import sysconfig
@@ -14,6 +16,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, fields
 from enum import Enum
+from typing import NoReturn
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -120,17 +123,56 @@ def hydra_error_line(err: Exception) -> str:
     cause = err.__cause__
     not_in_struct = re.search(r"Could not override '([^']+)'", text)
     if not_in_struct and cause is not None and "not in struct" in str(cause):
-        key = not_in_struct.group(1)
-        full = str(getattr(cause, "full_key", "") or "")
-        if full.startswith(key + "."):  # a dict value whose own keys are new: name the first of them
-            return (f"unknown config key '{full}' in {key}=... (to add keys that are not in the config, write "
-                    f"+{key}=...).")
-        return f"unknown config key '{key}' (to add a key that is not in the config, write +{key}=...)."
+        return _unknown_key_line(not_in_struct.group(1), cause)
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith(("See https", "\t"))]
     lines = [ln for ln in lines if not ln.startswith("Config search path")]
     if cause is not None:
         lines.append(_first_line(cause))
     return " ".join(lines) or type(err).__name__
+
+
+def _unknown_key_line(key: str, cause: BaseException) -> str:
+    """One line for an override of a key the config does not have (``key``: the override's key; the cause names the
+    unknown key, which is deeper for a dict value): the closest key of its section (``did you mean
+    runner.max_iterations?``) and, for a typed section, every valid key of it. ``+key=...`` (which adds a key) is
+    offered where adding one can be right: a free-form section (``task.env``: the task checks it), or the top level
+    without a close key."""
+    full = str(getattr(cause, "full_key", "") or key)
+    section, _, name = full.rpartition(".")
+    parent = getattr(cause, "parent_node", None)
+    try:
+        present = [str(k) for k in parent.keys()] if parent is not None else []
+    except Exception:  # a node without keys: nothing to suggest
+        present = []
+    present = [k for k in present if section or k != "hydra"]
+    where = f"'{full}' in {key}=..." if full.startswith(key + ".") else f"'{full}'"
+    guess = did_you_mean(name, present)
+    line = f"unknown config key {where}"
+    if guess:
+        line += f": did you mean {section + '.' if section else ''}{guess}?"
+    add = f" (to add a key that is not in the config, write +{key}=...)"
+    if not present or (section and set(section.split(".")) & _free_form_fields()):
+        return f"{line}{add}."
+    listing = f"valid keys of {section}" if section else "valid top-level keys"
+    # Only the top level takes keys of its own (a task file's); a typed section refuses an added key anyway.
+    return f"{line}{' ' if guess else '; '}{listing}: {', '.join(present)}{'' if guess or section else add}."
+
+
+def _free_form_fields() -> set[str]:
+    """Names of the typed configs' dict-valued fields (``env``, ``estimator_cfg``, ...): the composed config holds
+    only some of their keys, so it cannot list the valid ones."""
+    import dataclasses
+
+    from rlcore.utils import config_schema
+
+    return {f.name for v in vars(config_schema).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
+            for f in dataclasses.fields(v) if "Dict[" in str(f.type) or str(f.type).startswith("dict")}
+
+
+def did_you_mean(name: str, valid: Sequence[str]) -> str | None:
+    """The valid name closest to a mistyped ``name`` (difflib), None when none is close."""
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _first_line(err: BaseException) -> str:
@@ -251,24 +293,115 @@ def one_line(err: BaseException) -> str:
     return msg or type(err).__name__
 
 
+#: Exit status of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+INTERRUPT_EXIT = 130
+
+_sigint_seen = False
+
+
+def watch_interrupts() -> None:
+    """Handle SIGINT as Python does (raise ``KeyboardInterrupt``) and remember that it came.
+
+    A Ctrl-C that lands while a C extension initialises (torch, MuJoCo, pybind11 modules) can surface as another
+    exception (``ImportError: initialization failed``, or a half-imported module's ``AttributeError`` later);
+    :func:`user_errors` reports any error after a remembered Ctrl-C as the interrupt it is. Main thread only.
+    """
+    import threading
+
+    global _sigint_seen
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _sigint_seen = False
+
+    def _on_sigint(signum, frame):
+        global _sigint_seen
+        _sigint_seen = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, _on_sigint)
+
+
+def keep_interrupt_exit_status() -> None:
+    """Make a command that :func:`exit_interrupted` ends exit with status 130, not by SIGINT (-2).
+
+    CPython marks the process "ended by an unhandled KeyboardInterrupt" when the interrupt escapes code run by
+    ``exec`` of a string (``dataclasses`` builds every ``__init__`` that way, thousands while torch imports), even
+    when the program catches it later, and then kills itself with SIGINT after ``sys.exit(130)``. An ``atexit``
+    hook registered early, so run after the others (torch's, the loggers'), flushes and exits with 130 when the
+    command was interrupted. For a command's own process only: the hook ends the interpreter.
+    """
+    import atexit
+
+    global _keeping_status
+    if not _keeping_status:
+        atexit.register(_exit_130_if_interrupted)
+        _keeping_status = True
+
+
+_keeping_status = False
+_interrupt_exit = False
+
+
+def _exit_130_if_interrupted() -> None:
+    if not _interrupt_exit:
+        return
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(INTERRUPT_EXIT)
+
+
+def interrupted(err: BaseException) -> bool:
+    """Whether ``err`` comes from Ctrl-C: a ``KeyboardInterrupt``, one in its cause/context chain, or any error
+    after a SIGINT that :func:`watch_interrupts` saw."""
+    seen: set[int] = set()
+    node: BaseException | None = err
+    while node is not None and id(node) not in seen:
+        if isinstance(node, KeyboardInterrupt):
+            return True
+        seen.add(id(node))
+        node = node.__cause__ or node.__context__
+    return _sigint_seen
+
+
+def exit_interrupted(err: BaseException | None = None) -> NoReturn:
+    """Ctrl-C is not an error: one short line, exit status 130. ``err``: the exception the interrupt surfaced as, when
+    it is not a ``KeyboardInterrupt`` (named on the line; ``RLCORE_DEBUG=1`` prints its traceback)."""
+    global _interrupt_exit
+    _interrupt_exit = True
+    if err is not None and not isinstance(err, KeyboardInterrupt):
+        if os.environ.get("RLCORE_DEBUG"):
+            traceback.print_exception(err)
+        print(f"interrupted (then {type(err).__name__}: {one_line(err)[:160]})", file=sys.stderr, flush=True)
+    else:
+        print("interrupted", file=sys.stderr, flush=True)
+    sys.exit(INTERRUPT_EXIT)
+
+
 @contextlib.contextmanager
 def user_errors(errors: tuple[type[BaseException], ...] = USER_ERRORS) -> Iterator[None]:
     """Report ``errors`` as ``error: <one line>`` on stderr with exit status 2; anything else as a bug.
 
     A bug (any other ``Exception``) prints its full traceback and a short hint, and exits with status 1, so
     that a library defect in the middle of training never looks like a config mistake. ``RLCORE_DEBUG=1``
-    re-raises user errors with their traceback.
+    re-raises user errors with their traceback. Ctrl-C, also when it surfaces as another exception
+    (:func:`interrupted`), prints ``interrupted`` and exits with status 130.
     """
     try:
         yield
     except KeyboardInterrupt:
-        sys.exit(130)
+        exit_interrupted()
     except errors as err:
         if os.environ.get("RLCORE_DEBUG"):
             raise
         print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
         sys.exit(USER_ERROR_EXIT)
     except Exception as err:
+        if interrupted(err):
+            exit_interrupted(err)
         gl = _gl_backend_failure(err)
         if gl and not os.environ.get("RLCORE_DEBUG"):
             print(f"error: {gl}", file=sys.stderr, flush=True)

@@ -302,7 +302,7 @@ class PlayCfg:
 
     checkpoint: Optional[str] = None  # model_<it>.pt or a run directory (its newest checkpoint)
     pretrained: Optional[str] = None  # a policy shipped with rlcore (rlcore.pretrained.PRETRAINED), e.g. go2_flat
-    task: Optional[str] = None  # with pretrained= / onnx= alone: checked against the file's task (else unused)
+    task: Optional[str] = None  # checked against the policy's task (the checkpoint's or ONNX file's); null: unchecked
     episodes: int = 10  # episodes to run and report
     num_envs: Optional[int] = None  # parallel envs (default: min(episodes, the task's num_envs))
     device: str = "cpu"  # where the policy and the env run
