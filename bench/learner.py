@@ -231,6 +231,10 @@ class TimedRunner:
                               "total": total, "cpu": cpu})
 
 
+_HOLDS: list = []
+"""Kept-CPU-memory holds of this worker process (see make_runner)."""
+
+
 def make_runner(library: str, case: dict, args: argparse.Namespace):
     """``library``'s OnPolicyRunner on a zero-cost env of ``case``."""
     if library.startswith("rlcore"):
@@ -243,6 +247,12 @@ def make_runner(library: str, case: dict, args: argparse.Namespace):
         cfg["algorithm"]["torch_compile"] = True
     if library == "rlcore_plain":
         cfg["keep_cpu_memory"] = False
+    elif library == "rlcore":
+        # The bench steps learn(1) at a time; a training run's learn(N) holds kept CPU memory across its N iterations
+        # (released at its end). This process-long hold is the same: the runner's own holds nest inside it.
+        from rlcore.utils.cpu_memory import hold_freed_cpu_memory
+
+        _HOLDS.append(hold_freed_cpu_memory())
     with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints its models
         return OnPolicyRunner(env, cfg, None, args.device)
 

@@ -34,6 +34,7 @@ from rlcore.utils.checkpoint import seed_everything
 from rlcore.utils.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
 from rlcore.utils.config_schema import PlayCfg
 from rlcore.utils.export import STATE_INPUTS, read_onnx_interface
+from rlcore.utils.logger import metric_name
 from rlcore.utils.run_files import RunInfo, load_run, make_run_env, make_run_policy
 from rlcore.utils.video import VideoWriter, control_period, render_frame  # rlcore.export imports control_period here
 
@@ -318,8 +319,8 @@ def run_episodes(env, actor, device: str, episodes: int, per_env: int, max_steps
             steps += 1
             returns += rewards.detach().double().cpu()
             lengths += 1
-            for key, value in (extras.get("log") or {}).items():
-                v = _scalar(value)
+            for raw_key, value in (extras.get("log") or {}).items():
+                v, key = _scalar(value), metric_name(raw_key)  # named as the training logs name it
                 if v is not None:
                     metric_sum[key] = metric_sum.get(key, 0.0) + v
                     metric_n[key] = metric_n.get(key, 0) + 1

@@ -27,7 +27,7 @@ from rlcore.utils.checkpoint import (
     set_rng_states,
 )
 from rlcore.utils.config_schema import runner_defaults
-from rlcore.utils.cpu_memory import keep_freed_cpu_memory
+from rlcore.utils.cpu_memory import CpuMemoryHold, hold_freed_cpu_memory
 from rlcore.utils.diagnosis import print_findings
 from rlcore.utils.distributed import multi_gpu_cfg_from_env
 from rlcore.utils.export import export_jit, export_onnx, policy_metadata
@@ -59,8 +59,7 @@ class OnPolicyRunner:
                  eval_env: VecEnv | None = None) -> None:
         self.cfg = {**RUNNER_DEFAULTS, **copy.deepcopy(dict(train_cfg))}
         check_settings(self.cfg)
-        if self.cfg["keep_cpu_memory"]:
-            keep_freed_cpu_memory()
+        self._memory_hold: CpuMemoryHold | None = None  # taken by learn() while it trains (runner.keep_cpu_memory)
         self.cfg.setdefault("algorithm", {"class_name": self.default_algorithm})
         self.env = env
         self.multi_gpu_cfg = self.cfg.get("multi_gpu") or multi_gpu_cfg_from_env()
@@ -166,7 +165,25 @@ class OnPolicyRunner:
         (every ``save_interval``-th, starting with ``model_0.pt``, and the last one), and a resumed run continues
         with the next number. ``callback(iteration, episode_stats)`` runs on the main process after every
         iteration with the iteration's logged episode/env statistics; returning True stops training.
+
+        With ``keep_cpu_memory`` (default) freed CPU blocks stay mapped while this call trains
+        (:func:`rlcore.utils.cpu_memory.hold_freed_cpu_memory`); the process's allocator settings are restored when
+        it returns or raises.
         """
+        if self.cfg["keep_cpu_memory"] and self._memory_hold is None:
+            self._memory_hold = hold_freed_cpu_memory()
+        try:
+            self._learn(num_learning_iterations, init_at_random_ep_len, callback)
+        finally:
+            self._release_memory_hold()
+
+    def _release_memory_hold(self) -> None:
+        if self._memory_hold is not None:
+            self._memory_hold.release()
+            self._memory_hold = None
+
+    def _learn(self, num_learning_iterations: int | None, init_at_random_ep_len: bool,
+               callback: Callable[[int, dict], bool | None] | None) -> None:
         num_it = int(num_learning_iterations if num_learning_iterations is not None else self.cfg["max_iterations"])
         obs = self._start_learning(init_at_random_ep_len)
         start = self.current_learning_iteration + (0 if self.fresh_start else 1)
@@ -639,7 +656,8 @@ class OnPolicyRunner:
         self.alg.eval_mode()
 
     def close(self) -> None:
-        """Close the logging writer (``learn`` closes it too when it ends)."""
+        """Close the logging writer and give back kept CPU memory (``learn`` does both too when it ends)."""
+        self._release_memory_hold()
         self.logger.stop_logging_writer()
 
 

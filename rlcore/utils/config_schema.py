@@ -117,7 +117,8 @@ class RunnerCfg:
     eval_steps: Optional[int] = None  # measured steps per evaluation (null: one episode)
     eval_warmup_steps: int = 0  # steps before the task metrics are measured
     # keep freed CPU memory in the process (glibc mallopt, rlcore.utils.cpu_memory): large tensors reuse mapped pages
-    # instead of page-faulting fresh ones (a CPU update at 4096 envs: -19 % MLP, -24 % LSTM); the heap does not shrink
+    # instead of page-faulting fresh ones (a CPU update at 4096 envs: -19 % MLP, -24 % LSTM); held while learn() runs,
+    # restored when it returns (the heap keeps its peak meanwhile)
     keep_cpu_memory: bool = True
 
 

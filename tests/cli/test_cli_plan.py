@@ -33,7 +33,7 @@ def test_a_resumed_run_is_planned_once(trained_run, tmp_path, monkeypatch, capsy
     monkeypatch.setattr(run_files, "open_checkpoint", counting_open)
     monkeypatch.setattr(runner_module, "load_checkpoint", counting_load)
     run_dir = tmp_path / "resumed"
-    train_module.main(["task=pendulum", *TINY, "seed=5", "runner.max_iterations=1", f"resume={trained_run['dir']}",
+    train_module.main(["task=pendulum", *TINY, "seed=5", "runner.max_iterations=3", f"resume={trained_run['dir']}",
                        f"hydra.run.dir={run_dir}"])
     assert "resumed from" in capsys.readouterr().out
     assert (run_dir / "model_2.pt").is_file()
@@ -89,7 +89,7 @@ def test_a_learning_rate_given_with_resume_is_named_as_unused(trained_run):
 
     ckpt = torch.load(trained_run["dir"] / "model_1.pt", weights_only=True)
     started = ckpt["train_cfg"]["algorithm"]["learning_rate"]
-    base = ["task=pendulum", *TINY, "seed=5", f"resume={trained_run['dir']}"]
+    base = ["task=pendulum", *TINY, "seed=5", "runner.max_iterations=4", f"resume={trained_run['dir']}"]
     assert not [n for n in prepare(compose(base)).notices if "learning_rate" in n]
     notices = [n for n in prepare(compose([*base, f"algorithm.learning_rate={started / 7:g}"])).notices
                if "learning_rate" in n]

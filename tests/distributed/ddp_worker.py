@@ -12,8 +12,8 @@ Each rank runs the scenarios below in order (the collectives of every scenario p
 - ``ppo``: 3 PPO iterations on the pendulum with observation, reward and RND normalisers (rank 1's rewards are
   5x rank 0's): model states after the start-up broadcast and at the end, every input each normaliser was fed,
   each rank's advantages, its local KL of every mini-batch and the logged losses;
-- ``resume``: every rank resumes from rank 0's checkpoint with ``learn(init_at_random_ep_len=True)``: the
-  episode lengths each rank starts from;
+- ``resume``: every rank resumes from rank 0's checkpoint with ``learn(init_at_random_ep_len=True)``, once as
+  written (every rank's state) and once without ``other_ranks``: the episode lengths each rank starts from;
 - ``distillation``: 2 Distillation iterations with the PPO actor as teacher: student states and the inputs
   of its observation normaliser.
 """
@@ -202,14 +202,22 @@ def ppo_run(rank: int, outdir: str) -> tuple[OnPolicyRunner, dict]:
 
 
 def resume_check(rank: int, checkpoint: str) -> dict:
-    """A distributed resume: only rank 0 gets the env state back; the others must start at random lengths."""
-    env = make_env(rank, seed_offset=100)
-    runner = OnPolicyRunner(env, train_cfg(), log_dir=None, device="cpu")
-    runner.load(checkpoint)
-    env.record_next_step()
-    runner.learn(1, init_at_random_ep_len=True)
-    runner.close()
-    return {"episode_length_buf": env.recorded, "max_episode_length": env.max_episode_length}
+    """Every rank resumes from the distributed run's checkpoint, then from a copy without ``other_ranks`` (as an
+    interrupt writes it): with its own state a rank continues exactly; without, it starts at random lengths."""
+    out = {}
+    stripped = f"{checkpoint}.rank{rank}_only0.pt"  # one copy per rank: no collective needed to share it
+    ckpt = torch.load(checkpoint, weights_only=True)
+    ckpt.pop("other_ranks", None)
+    torch.save(ckpt, stripped)
+    for name, path in (("own", checkpoint), ("fallback", stripped)):
+        env = make_env(rank, seed_offset=100)
+        runner = OnPolicyRunner(env, train_cfg(), log_dir=None, device="cpu")
+        runner.load(path)
+        env.record_next_step()
+        runner.learn(1, init_at_random_ep_len=True)
+        runner.close()
+        out[name] = {"episode_length_buf": env.recorded, "max_episode_length": env.max_episode_length}
+    return out
 
 
 def distillation_run(rank: int, teacher_checkpoint: str) -> dict:

@@ -245,12 +245,23 @@ def test_only_rank0_writes(results):
 
 
 # ---------------------------------------------------------------------------- distributed resume
-def test_resume_randomises_episode_lengths_where_env_state_is_not_restored(results):
-    saved = torch.load(results[0]["checkpoint"], weights_only=False)["env_state"]["episode_length_buf"]
-    assert torch.equal(results[0]["resume"]["episode_length_buf"], saved)  # rank 0 continues exactly
-    lengths = results[1]["resume"]["episode_length_buf"]  # rank 1's env is fresh: spread its time-outs
+def test_every_rank_resumes_its_own_env_state(results):
+    """Before issue 40 only rank 0 restored its env; rank 1 started over (fresh episodes, curricula at 0)."""
+    ckpt = torch.load(results[0]["checkpoint"], weights_only=True)
+    assert len(ckpt["other_ranks"]) == 1 and ckpt["world_size"] == 2
+    saved = [ckpt["env_state"]["episode_length_buf"], ckpt["other_ranks"][0]["env_state"]["episode_length_buf"]]
+    # A fresh rank would start at random lengths (init_at_random_ep_len); a resumed one at its saved lengths.
+    for rank in (0, 1):
+        assert torch.equal(results[rank]["resume"]["own"]["episode_length_buf"], saved[rank]), f"rank {rank}"
+
+
+def test_a_rank_without_state_in_the_checkpoint_starts_at_random_lengths(results):
+    saved = torch.load(results[0]["checkpoint"], weights_only=True)["env_state"]["episode_length_buf"]
+    assert torch.equal(results[0]["resume"]["fallback"]["episode_length_buf"], saved)  # rank 0 continues exactly
+    resumed = results[1]["resume"]["fallback"]
+    lengths = resumed["episode_length_buf"]  # rank 1's env is fresh: spread its time-outs
     assert lengths.unique().numel() > 10
-    assert 0 <= int(lengths.min()) and int(lengths.max()) < results[1]["resume"]["max_episode_length"]
+    assert 0 <= int(lengths.min()) and int(lengths.max()) < resumed["max_episode_length"]
 
 
 # ---------------------------------------------------------------------------- distillation

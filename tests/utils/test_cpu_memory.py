@@ -46,8 +46,14 @@ from rlcore.utils import cpu_memory
 cfg = base_cfg()
 if sys.argv[1] != "default":
     cfg["keep_cpu_memory"] = sys.argv[1] == "true"
-OnPolicyRunner(make_env(seed=0), cfg, None)
-print(json.dumps({"kept": cpu_memory.kept_cpu_memory()}))
+runner = OnPolicyRunner(make_env(seed=0), cfg, None)
+built = cpu_memory.kept_cpu_memory()
+during = []
+runner.learn(2, callback=lambda it, stats: during.append(cpu_memory.kept_cpu_memory()))
+after = cpu_memory.kept_cpu_memory()
+runner.learn(1, callback=lambda it, stats: during.append(cpu_memory.kept_cpu_memory()))
+runner.close()
+print(json.dumps({"built": built, "during": during, "after": after, "closed": cpu_memory.kept_cpu_memory()}))
 """
 
 
@@ -71,8 +77,11 @@ def test_kept_memory_reuses_mapped_pages():
 
 @glibc_only
 @pytest.mark.parametrize(("setting", "expected"), [("default", 1 << 30), ("true", 1 << 30), ("false", 0)])
-def test_the_runner_applies_runner_keep_cpu_memory(setting, expected):
-    assert _run(RUNNER, setting, str(ROOT / "tests" / "runners"))["kept"] == expected
+def test_the_runner_holds_kept_memory_only_while_it_learns(setting, expected):
+    out = _run(RUNNER, setting, str(ROOT / "tests" / "runners"))
+    # Before issue 40 the runner's constructor set the thresholds for the rest of the process (built == after ==
+    # closed == 1 GiB, also for a later runner with the option off).
+    assert out == {"built": 0, "during": [expected] * 3, "after": 0, "closed": 0}
 
 
 # Resident size (MB) above the size at the start once a 300 MB numpy array is allocated and freed, with and without
