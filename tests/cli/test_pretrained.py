@@ -55,8 +55,8 @@ def test_pretrained_go2_walks_on_the_nominal_robot(capsys, name):
     out = capsys.readouterr().out
     assert f"pretrained={name} (onnxruntime, interface from the file)" in out
     assert result["returns"] == [] and result["steps"] == 200  # no episode ended: no fall
-    assert result["metrics"]["/metrics/lin_vel_error_now"] < 0.15
-    assert result["metrics"]["/physics_failures"] == 0.0
+    assert result["metrics"]["metrics/lin_vel_error_now"] < 0.15
+    assert result["metrics"]["physics_failures"] == 0.0
 
 
 @pytest.fixture(scope="module")
