@@ -231,10 +231,6 @@ class TimedRunner:
                               "total": total, "cpu": cpu})
 
 
-_HOLDS: list = []
-"""Kept-CPU-memory holds of this worker process (see make_runner)."""
-
-
 def make_runner(library: str, case: dict, args: argparse.Namespace):
     """``library``'s OnPolicyRunner on a zero-cost env of ``case``."""
     if library.startswith("rlcore"):
@@ -250,9 +246,9 @@ def make_runner(library: str, case: dict, args: argparse.Namespace):
     elif library == "rlcore":
         # The bench steps learn(1) at a time; a training run's learn(N) holds kept CPU memory across its N iterations
         # (released at its end). This process-long hold is the same: the runner's own holds nest inside it.
-        from rlcore.utils.cpu_memory import hold_freed_cpu_memory
+        from rlcore.utils.cpu_memory import keep_freed_cpu_memory
 
-        _HOLDS.append(hold_freed_cpu_memory())
+        keep_freed_cpu_memory()
     with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints its models
         return OnPolicyRunner(env, cfg, None, args.device)
 
