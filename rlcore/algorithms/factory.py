@@ -6,7 +6,13 @@ The config (a plain dict; Hydra configs resolve to the same dict) looks like::
      "actor": {"class_name": "MLPModel", "hidden_dims": [512, 256, 128], "obs_normalization": True,
                "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
      "critic": {"class_name": "MLPModel", "hidden_dims": [512, 256, 128]},
-     "algorithm": {"class_name": "PPO", "learning_rate": 1e-3, "rnd_cfg": None, "symmetry_cfg": None}}
+     "algorithm": {"class_name": "PPO", "learning_rate": 1e-3, "rnd_cfg": None, "symmetry_cfg": None,
+                   "exploration_cfg": {"std_max_schedule": [[300, 0.15]], "low_noise_fraction": 0.25}}}
+
+``exploration_cfg`` (rlcore's, not a PPO argument) becomes an
+:class:`~rlcore.extensions.exploration.ExplorationSchedule` handed to PPO in ``extensions``; the older flat keys
+(``low_noise_fraction``, ``std_max_schedule``, ... directly in ``algorithm``, as older checkpoints hold them) are
+read as its settings.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from tensordict import TensorDict
 
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
+from rlcore.extensions.exploration import build_exploration_schedule, pop_exploration_cfg
 from rlcore.extensions.rnd import env_step_dt, resolve_rnd_config
 from rlcore.extensions.symmetry import resolve_symmetry_config
 from rlcore.storage import RolloutStorage
@@ -35,6 +42,7 @@ def construct_ppo(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
     required = ["actor", "critic"] + (["rnd_state"] if alg_cfg.get("rnd_cfg") is not None else [])
     cfg["obs_groups"] = resolve_obs_groups(obs, cfg.get("obs_groups"), required)
     alg_cfg = _extension_cfgs(alg_cfg, obs, cfg["obs_groups"], env)
+    exploration = build_exploration_schedule(pop_exploration_cfg(alg_cfg))
 
     actor = actor_class(obs, cfg["obs_groups"], "actor", env.num_actions, **actor_cfg).to(device)
     if alg_cfg.pop("share_cnn_encoders", False):
@@ -44,6 +52,8 @@ def construct_ppo(obs: TensorDict, env: VecEnv, cfg: dict, device: str):
         critic_cfg["cnns"] = actor.cnns
     critic = critic_class(obs, cfg["obs_groups"], "critic", 1, **critic_cfg).to(device)
     storage = RolloutStorage("rl", env.num_envs, int(cfg["num_steps_per_env"]), obs, [env.num_actions], device)
+    if exploration:
+        alg_cfg["extensions"] = [*exploration, *alg_cfg.get("extensions", ())]
     return alg_class(actor, critic, storage, device=device, multi_gpu_cfg=cfg.get("multi_gpu"), **alg_cfg)
 
 

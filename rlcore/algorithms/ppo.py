@@ -28,7 +28,7 @@ from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.extensions import PPO_EXTENSIONS, EstimatorLoss, Extension
 from rlcore.models import MLPModel
-from rlcore.modules import EmpiricalDiscountedVariationNormalization, GaussianDistribution, HiddenState
+from rlcore.modules import EmpiricalDiscountedVariationNormalization, HiddenState
 from rlcore.storage import RolloutStorage
 from rlcore.utils.compile import compile_mlp_heads
 from rlcore.utils.distributed import (
@@ -39,7 +39,6 @@ from rlcore.utils.distributed import (
     pooled_moments,
 )
 from rlcore.utils.optimizer import resolve_optimizer
-from rlcore.utils.schedule import check_schedule, piecewise_linear
 
 LR_MIN, LR_MAX = 1e-5, 1e-2
 """Bounds of the adaptive-KL learning rate."""
@@ -75,15 +74,9 @@ class PPO:
         torch_compile: compile the models' MLP heads with ``torch.compile`` (default mode; see :meth:`compile`).
         clip_gradients_jointly: clip the joint norm of actor and critic gradients instead (rlcore's former
             behaviour): the critic's usually much larger gradient then shrinks the actor's step too.
-        low_noise_fraction: fraction of the envs (the last ones) that act with the policy's std times
-            ``low_noise_std_scale`` (see :meth:`_init_noise_scale`); 0: every env explores with the policy's std.
-        low_noise_std_scale: the factor on the std in those envs, in (0, 1].
-        low_noise_start: the first learning iteration at which ``low_noise_fraction`` applies (see
-            :meth:`set_iteration`).
-        std_max_schedule: a ceiling on the actor's std over learning iterations, ``[[iteration, std_max], ...]``
-            (iterations increasing), piecewise linear between the points: none before the first, the last value
-            after the last (e.g. ``[[300, 0.15]]``: from iteration 300 the std is at most 0.15).
-        extensions: further :class:`~rlcore.extensions.Extension` instances, run after the configured ones.
+        extensions: further :class:`~rlcore.extensions.Extension` instances, run after the configured ones, e.g.
+            the exploration schedule (:class:`~rlcore.extensions.exploration.ExplorationSchedule`: a std ceiling and
+            a per-env std factor over iterations), which the factory builds from ``exploration_cfg``.
 
     Extensions (RND, symmetry, your own) plug in through the hooks of :class:`~rlcore.extensions.Extension`;
     PPO calls each hook of every extension in :attr:`extensions` at its place. rsl_rl's attributes ``rnd`` and
@@ -124,10 +117,6 @@ class PPO:
         use_bf16: bool = False,
         torch_compile: bool = False,
         clip_gradients_jointly: bool = False,
-        low_noise_fraction: float = 0.0,
-        low_noise_std_scale: float = 0.25,
-        low_noise_start: int = 0,
-        std_max_schedule: Sequence[Sequence[float]] | None = None,
         extensions: Sequence[Extension] = (),
     ) -> None:
         _check_settings(actor, schedule)
@@ -155,49 +144,14 @@ class PPO:
             self.compile("default")
         self.transition = RolloutStorage.Transition()
         self.intrinsic_rewards: torch.Tensor | None = None
-        self._low_noise_scale = self._init_noise_scale(low_noise_fraction, low_noise_std_scale)
-        self.low_noise_start = int(low_noise_start)
-        self.std_max_schedule = check_schedule(std_max_schedule, "std_max_schedule")
-        if self.std_max_schedule:
-            _require_gaussian(actor, "std_max_schedule")
-        self.noise_scale: torch.Tensor | None = None
-        """The per-env std factor ``[N, 1]`` of the current rollout (None: the policy's std everywhere)."""
         self.set_iteration(0)
 
     def set_iteration(self, iteration: int) -> None:
-        """Apply the iteration-dependent settings for learning iteration ``iteration`` (the runner calls this
-        before each rollout; a resumed run continues at its iteration): the std ceiling of ``std_max_schedule`` and
-        the per-env exploration scale from ``low_noise_start`` on. Both are functions of the iteration alone, so a
-        resume continues them exactly."""
-        if self.std_max_schedule:
-            self.actor.distribution.set_std_max(piecewise_linear(self.std_max_schedule, iteration))
-        self.noise_scale = self._low_noise_scale if iteration >= self.low_noise_start else None
-
-    def _init_noise_scale(self, fraction: float, scale: float) -> torch.Tensor | None:
-        """Per-env factor ``[N, 1]`` on the action std: ``scale`` in the last ``round(fraction * N)`` envs, else 1.
-
-        Why: a policy trained only under its exploration noise is deployed without it, and the two behave
-        differently (on Go2 the noise damps the gait, so the deterministic mean action overshoots its velocity
-        command). Envs that act with a smaller std put deployment-like states (smooth action history, the mean
-        action's own gait) into every rollout, and their rewards grade the near-deterministic policy.
-
-        Maths: env ``i`` acts with ``pi_i(a|s) = N(mu(s), (k_i sigma)^2)``; the stored log-probability and the
-        ratio ``pi_i / pi_i,old`` use ``k_i sigma``, so the clipped objective is PPO's for each env's own behaviour
-        policy. The KL of the adaptive learning rate and the entropy bonus are the policy's own (``k = 1``): the
-        schedule does not change with the setting, and the entropy's gradient is the same for any ``k``.
-        """
-        fraction, scale = float(fraction), float(scale)
-        if not 0.0 <= fraction <= 1.0:
-            raise ConfigError(f"low_noise_fraction must be in [0, 1], got {fraction}.")
-        if not 0.0 < scale <= 1.0:
-            raise ConfigError(f"low_noise_std_scale must be in (0, 1], got {scale}.")
-        count = round(fraction * self.storage.num_envs)
-        if count == 0 or scale == 1.0:
-            return None
-        _require_gaussian(self.actor, "low_noise_fraction")
-        noise_scale = torch.ones(self.storage.num_envs, 1, device=self.device)
-        noise_scale[self.storage.num_envs - count:] = scale
-        return noise_scale
+        """Apply the extensions' iteration-dependent settings for learning iteration ``iteration`` (the runner calls
+        this before each rollout; a resumed run continues at its iteration), e.g. an exploration schedule's std
+        ceiling and per-env std factor."""
+        for ext in self.extensions:
+            ext.set_iteration(self, iteration)
 
     def _init_distributed(self, multi_gpu_cfg: dict | None, grad_reduce_bucket_mb: float) -> None:
         """World size and rank from torchrun's ``multi_gpu_cfg`` (None: one process)."""
@@ -236,10 +190,10 @@ class PPO:
         states_in = (self.actor.get_hidden_state(), self.critic.get_hidden_state()) if self.is_recurrent else None
         t.actions = self.actor(obs, stochastic_output=True)
         t.distribution_params = self.actor.output_distribution_params  # the policy's own (KL of the schedule)
-        if self.noise_scale is not None:  # some envs explore with a smaller std: resample with it
-            self.actor.distribution.scale_std(self.noise_scale)
+        t.noise_scale = self._action_std_scale()
+        if t.noise_scale is not None:  # env i's behaviour policy is N(mu, (k_i sigma)^2): resample with it
+            self.actor.distribution.scale_std(t.noise_scale)
             t.actions = self.actor.distribution.sample()
-            t.noise_scale = self.noise_scale
         t.actions_log_prob = self.actor.get_output_log_prob(t.actions)  # log pi_old(a|s), with the env's std
         t.values = self.critic(obs)
         t.observations = obs
@@ -249,6 +203,11 @@ class PPO:
             t.hidden_states = tuple(_zeros_like_state(model.get_hidden_state()) if h is None else h
                                     for h, model in zip(states_in, (self.actor, self.critic)))
         return t.actions
+
+    def _action_std_scale(self) -> torch.Tensor | None:
+        """The extensions' per-env factor ``k`` ``[N, 1]`` on the std (their product), None when none gives one."""
+        scales = [k for ext in self.extensions if (k := ext.action_std_scale()) is not None]
+        return None if not scales else scales[0] if len(scales) == 1 else torch.stack(scales).prod(dim=0)
 
     def process_env_step(
         self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict
@@ -599,13 +558,6 @@ def _check_settings(actor: MLPModel, schedule: str) -> None:
         raise ConfigError(f"Unknown PPO schedule '{schedule}'. Valid: adaptive, fixed.")
     if actor.distribution is None:
         raise ConfigError("PPO's actor needs a distribution_cfg (a stochastic policy).")
-
-
-def _require_gaussian(actor: MLPModel, setting: str) -> None:
-    """Refuse ``setting`` (which scales or caps the std) for an actor whose distribution is not Gaussian."""
-    if not isinstance(actor.distribution, GaussianDistribution):
-        raise ConfigError(f"{setting} needs a Gaussian action distribution; the actor's is "
-                          f"{type(actor.distribution).__name__}. Leave {setting} at its default or use a Gaussian.")
 
 
 def _normalize(x: torch.Tensor) -> torch.Tensor:

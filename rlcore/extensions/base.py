@@ -3,7 +3,9 @@
 PPO keeps a list of extensions and calls each hook at its place in the iteration; every hook defaults to "do
 nothing", so an extension overrides only what it needs::
 
-    collection   reward += ext.intrinsic_reward(obs)                       (RND's curiosity bonus)
+    iteration    ext.set_iteration(alg, it)    before each rollout          (exploration: std ceiling, per-env k)
+    collection   a ~ N(mu, (k sigma)^2), k = ext.action_std_scale()         (exploration: per-env std factor)
+                 reward += ext.intrinsic_reward(obs)                       (RND's curiosity bonus)
     loss         batch   = ext.augment_mini_batch(batch)                   (symmetry: mirrored copies)
                  loss   += ext.extra_loss(alg, batch)[0]                   (symmetry: mirror loss)
     after step   ext.after_step(batch)                                     (RND: its predictor's own Adam step)
@@ -35,6 +37,7 @@ class Algorithm(Protocol):
 
     actor: nn.Module
     critic: nn.Module
+    storage: RolloutStorage
     device: str | torch.device
     is_multi_gpu: bool
 
@@ -63,7 +66,20 @@ class Extension:
         cls.check_algorithm(alg)
         return cls(**cfg)
 
+    # ------------------------------------------------------------------ iteration
+    def set_iteration(self, alg: Algorithm, iteration: int) -> None:
+        """Apply what depends on the learning iteration, before its rollout (PPO's constructor calls it with 0; a
+        resumed run continues at its iteration)."""
+
     # ------------------------------------------------------------------ collection
+    def action_std_scale(self) -> torch.Tensor | None:
+        """A per-env factor ``k`` ``[N, 1]`` on the actor's std for this rollout's actions (None: the policy's std).
+
+        PPO samples ``a ~ N(mu, (k sigma)^2)``, stores ``k`` and evaluates the ratio's log-probabilities with the same
+        ``k sigma`` (Gaussian actors only); factors of several extensions multiply.
+        """
+        return None
+
     def intrinsic_reward(self, obs: TensorDict, sync: bool = False) -> torch.Tensor | None:
         """A reward ``[N]`` added to the env's reward of this step (``obs``: the step's new observations), or None.
 

@@ -112,7 +112,8 @@ class Distribution(nn.Module):
 
     def scale_std(self, scale: torch.Tensor) -> None:
         """Multiply the current distribution's std by ``scale`` (``[B, 1]`` or ``[B, A]``, per sample; no gradient
-        through it): PPO's per-env exploration scale (``low_noise_fraction``). Gaussian distributions only."""
+        through it): the exploration schedule's per-env std factor (``low_noise_fraction``). Gaussian distributions
+        only."""
         raise ConfigError(f"{type(self).__name__} has no std to scale; a per-env exploration scale "
                           f"(low_noise_fraction) needs a Gaussian distribution.")
 
@@ -219,7 +220,8 @@ class GaussianDistribution(Distribution):
         """Lower the std's clamp ceiling to ``std_max`` (never above the configured ``std_range``; None: back to it).
 
         A ceiling below the learned std caps the exploration noise (the parameter itself is kept; the clamp passes
-        no gradient to it while the ceiling binds). PPO's ``std_max_schedule`` sets it every iteration.
+        no gradient to it while the ceiling binds). The exploration schedule's ``std_max_schedule`` sets it every
+        iteration.
         """
         low, high = self._configured_std_range
         high = high if std_max is None else min(high, max(float(std_max), low))

@@ -61,8 +61,8 @@ class RolloutStorage:
             self.hidden_states: tuple[HiddenState, HiddenState] = (None, None)
             """Input hidden states of this step, (actor/student, critic/teacher)."""
             self.noise_scale: torch.Tensor | None = None
-            """Per-env factor ``[N, 1]`` on the action std the actions were sampled with (RL, PPO's
-            ``low_noise_fraction``; None: the policy's own std)."""
+            """Per-env factor ``[N, 1]`` on the action std the actions were sampled with (RL, an extension's
+            ``action_std_scale``, e.g. the exploration schedule's ``low_noise_fraction``; None: the policy's std)."""
 
         def clear(self) -> None:
             """Reset all fields to None."""

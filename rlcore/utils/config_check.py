@@ -18,7 +18,15 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlcore.errors import ConfigError
 from rlcore.utils import registry
-from rlcore.utils.config_schema import DistillationCfg, LoggerCfg, PPOCfg, RunnerCfg, TaskCfg, TopLevelCfg
+from rlcore.utils.config_schema import (
+    DistillationCfg,
+    ExplorationCfg,
+    LoggerCfg,
+    PPOCfg,
+    RunnerCfg,
+    TaskCfg,
+    TopLevelCfg,
+)
 
 
 # ============================================================================ one section
@@ -175,6 +183,7 @@ def _check_algorithm(alg: Any, notices: list[str]) -> dict:
         raise ConfigError(f"algorithm.class_name: unknown algorithm '{name}'; valid: "
                           f"{', '.join(registry.names('algorithm'))}, or a 'package.module:Class' path.")
     schema = entry.config_class()
+    alg = _move_exploration_keys(alg, notices)
     if schema is DistillationCfg:
         ppo_only = {f.name for f in fields(PPOCfg)} - {f.name for f in fields(DistillationCfg)}
         dropped = sorted(k for k in alg if k in ppo_only)
@@ -190,6 +199,23 @@ def _check_algorithm(alg: Any, notices: list[str]) -> dict:
     _check_bound(out, "algorithm", "value_loss_coef", 0.0)
     _check_choice(out, "algorithm", "optimizer", _optimizers())
     return out
+
+
+def _move_exploration_keys(alg: dict, notices: list[str]) -> dict:
+    """The exploration schedule's settings that older configs set directly in ``algorithm`` (``low_noise_fraction``,
+    ``std_max_schedule``, ...) moved into ``algorithm.exploration_cfg`` (with a notice)."""
+    moved = [f.name for f in fields(ExplorationCfg) if f.name in alg]
+    if not moved:
+        return alg
+    alg = dict(alg)
+    exploration = dict(alg.get("exploration_cfg") or {})
+    for key in moved:
+        if key in exploration:
+            raise ConfigError(f"algorithm.{key} and algorithm.exploration_cfg.{key} both given; keep the second.")
+        exploration[key] = alg.pop(key)
+    alg["exploration_cfg"] = exploration
+    notices.append(f"algorithm: {', '.join(moved)} are keys of algorithm.exploration_cfg now; read from there")
+    return alg
 
 
 def _check_extensions(ext: Any) -> dict:

@@ -197,6 +197,9 @@ def sections(files: list[ConfFile]) -> list[Section]:
         chosen = ", ".join(f"`{u.replace('/', '=')}`" for u in users("algorithm", entry.name))
         out.append(Section(f"algorithm: {entry.name}", entry.config_class(), ["algorithm"], chosen,
                            users("algorithm", entry.name)))
+    out.append(Section("algorithm.exploration_cfg (PPO)", schemas.ExplorationCfg, ["algorithm.exploration_cfg"],
+                       "the exploration schedule (rlcore/extensions/exploration.py); null by default, so a task that "
+                       "does not set it takes `+algorithm.exploration_cfg.<key>=...` on the command line"))
     for entry in registry.entries("model"):
         chosen = ", ".join(f"`{u.replace('/', '=')}`" for u in users("model", entry.name))
         out.append(Section(f"model.actor / model.critic: {entry.name}", entry.config_class(),

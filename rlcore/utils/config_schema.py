@@ -200,6 +200,20 @@ class CNNModelCfg(MLPModelCfg):
 
 # ============================================================================ algorithms
 @dataclass
+class ExplorationCfg:
+    """PPO's exploration schedule (rlcore.extensions.exploration): a std ceiling and a per-env std factor."""
+
+    # Ceiling on the actor's std over learning iterations: [[iteration, std_max], ...], piecewise linear, none before
+    # the first point (e.g. [[300, 0.15]]: from iteration 300 the exploration noise is capped at 0.15).
+    std_max_schedule: Optional[List[List[Any]]] = None
+    # Per-env exploration scale: this fraction of the envs acts with the policy's std times low_noise_std_scale,
+    # so deployment-like, nearly noise-free behaviour is trained on too.
+    low_noise_fraction: float = 0.0
+    low_noise_std_scale: float = 0.25  # the factor on the std in those envs, in (0, 1]
+    low_noise_start: int = 0  # the first learning iteration at which low_noise_fraction applies
+
+
+@dataclass
 class PPOCfg:
     """PPO with GAE, clipped surrogate, value loss, entropy bonus and an adaptive-KL learning rate."""
 
@@ -225,14 +239,9 @@ class PPOCfg:
     use_bf16: bool = False  # same as use_mixed_precision (rlcore's older name)
     torch_compile: bool = False  # compile the models' MLP heads with torch.compile
     clip_gradients_jointly: bool = False  # clip the joint actor+critic gradient norm instead of each model's
-    # Per-env exploration scale: this fraction of the envs acts with the policy's std times low_noise_std_scale,
-    # so deployment-like, nearly noise-free behaviour is trained on too (rlcore.algorithms.ppo: _init_noise_scale).
-    low_noise_fraction: float = 0.0
-    low_noise_std_scale: float = 0.25  # the factor on the std in those envs, in (0, 1]
-    low_noise_start: int = 0  # the first learning iteration at which low_noise_fraction applies
-    # Ceiling on the actor's std over learning iterations: [[iteration, std_max], ...], piecewise linear, none before
-    # the first point (e.g. [[300, 0.15]]: from iteration 300 the exploration noise is capped at 0.15).
-    std_max_schedule: Optional[List[List[Any]]] = None
+    # an exploration schedule over learning iterations (std ceiling, per-env std factor; read by the factory, see
+    # ExplorationCfg and the section algorithm.exploration_cfg below); null: none, the policy's std everywhere
+    exploration_cfg: Optional[ExplorationCfg] = None
     share_cnn_encoders: bool = False  # the CNN critic reuses the actor's encoders (read by the factory)
 
 

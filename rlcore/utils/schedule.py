@@ -1,6 +1,6 @@
 """Piecewise-linear schedules over a counter: ``[[at, value], ...]`` config lists read as one curve.
 
-Used by PPO (``std_max_schedule``, over learning iterations) and by tasks (reward weights over env steps). A schedule
+Used by the exploration schedule (``std_max_schedule``, over learning iterations) and by tasks (reward weights over env steps). A schedule
 has no value before its first point (the caller keeps its unscheduled setting there), is linear between points and
 holds the last value after the last point, so ``[[300, 0.15]]`` means "0.15 from 300 on".
 """

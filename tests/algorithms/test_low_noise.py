@@ -1,5 +1,5 @@
-"""PPO's exploration settings: the per-env exploration scale (``low_noise_fraction``, ``low_noise_std_scale``,
-``low_noise_start``) and the std ceiling (``std_max_schedule``).
+"""PPO with its exploration schedule (rlcore.extensions.exploration, ``exploration_cfg``): the per-env exploration
+scale (``low_noise_fraction``, ``low_noise_std_scale``, ``low_noise_start``) and the std ceiling (``std_max_schedule``).
 
 Env ``i`` acts with ``N(mu(s), (k_i sigma)^2)``: ``k = low_noise_std_scale`` in the last ``round(fraction * N)`` envs,
 1 elsewhere. Checked: the sampled spread per env, the stored log-probabilities (``torch.distributions.Normal`` with
@@ -17,6 +17,7 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from rlcore.errors import ConfigError
+from rlcore.extensions.exploration import LEGACY_KEYS, ExplorationSchedule
 
 N, T, K = 16, 64, 0.25
 CLIP = 0.2
@@ -25,12 +26,17 @@ CLIP = 0.2
 def _ppo(kit, steps: int = T, **kwargs):
     env = kit.FakeEnv(num_envs=N, done_fn=kit.periodic_dones(N, [5, 0, 3, 7] * 4, time_out_envs=(3,)))
     settings = {"num_learning_epochs": 1, "num_mini_batches": 1, "clip_param": CLIP, "schedule": "fixed",
-                "max_grad_norm": 1e9, "entropy_coef": 0.3, "value_loss_coef": 0.7, "low_noise_fraction": 0.25,
-                "low_noise_std_scale": K}
-    settings.update(kwargs)
-    ppo = kit.make_ppo(env.get_observations(), steps, **settings)
+                "max_grad_norm": 1e9, "entropy_coef": 0.3, "value_loss_coef": 0.7}
+    exploration = {"low_noise_fraction": 0.25, "low_noise_std_scale": K}
+    for key, value in kwargs.items():
+        (exploration if key in LEGACY_KEYS else settings)[key] = value
+    ppo = kit.make_ppo(env.get_observations(), steps, extensions=[ExplorationSchedule(**exploration)], **settings)
     kit.collect(ppo, env, steps)
     return ppo
+
+
+def _schedule(ppo) -> ExplorationSchedule:
+    return next(ext for ext in ppo.extensions if isinstance(ext, ExplorationSchedule))
 
 
 def _scales() -> torch.Tensor:
@@ -164,7 +170,7 @@ def test_off_by_default_and_with_a_scale_of_one(kit):
     """No scale stored when every env explores with the policy's std (the update is then PPO's unchanged)."""
     for kwargs in ({"low_noise_fraction": 0.0}, {"low_noise_std_scale": 1.0}, {"low_noise_fraction": 0.01}):
         ppo = _ppo(kit, steps=2, **kwargs)
-        assert ppo.noise_scale is None and ppo.storage.noise_scale is None
+        assert _schedule(ppo).noise_scale is None and ppo.storage.noise_scale is None
 
 
 def test_std_ceiling_follows_the_schedule_piecewise_linearly(kit):
@@ -187,7 +193,7 @@ def test_std_ceiling_follows_the_schedule_piecewise_linearly(kit):
 
 def test_low_noise_starts_at_its_iteration_and_later_rollouts_refill_the_buffer(kit):
     ppo = _ppo(kit, steps=4, low_noise_start=5)
-    assert ppo.noise_scale is None and ppo.storage.noise_scale is None  # iteration 0: not yet
+    assert _schedule(ppo).noise_scale is None and ppo.storage.noise_scale is None  # iteration 0: not yet
     ppo.set_iteration(5)
     env = kit.FakeEnv(num_envs=N)
     ppo.storage.clear()
@@ -207,3 +213,70 @@ def test_low_noise_starts_at_its_iteration_and_later_rollouts_refill_the_buffer(
 def test_bad_std_schedules_are_refused(kit, schedule, message):
     with pytest.raises(ConfigError, match=message):
         _ppo(kit, steps=2, std_max_schedule=schedule)
+
+
+# ---------------------------------------------------------------------------- where the schedule is configured
+def test_ppo_takes_no_exploration_arguments_its_schedule_is_an_extension(kit):
+    """The schedule is not in PPO's constructor (rsl_rl's arguments, in rsl_rl's order, then rlcore's few)."""
+    import inspect
+
+    from rlcore.algorithms import PPO
+
+    params = list(inspect.signature(PPO.__init__).parameters)[1:]
+    assert params[:23] == ["actor", "critic", "storage", "num_learning_epochs", "num_mini_batches", "clip_param",
+                           "gamma", "lam", "value_loss_coef", "entropy_coef", "learning_rate", "max_grad_norm",
+                           "optimizer", "use_clipped_value_loss", "schedule", "desired_kl",
+                           "normalize_advantage_per_mini_batch", "use_mixed_precision", "device", "rnd_cfg",
+                           "symmetry_cfg", "multi_gpu_cfg", "grad_reduce_bucket_mb"]
+    assert not set(params) & set(LEGACY_KEYS)
+    env = kit.FakeEnv(num_envs=N)
+    with pytest.raises(TypeError, match="low_noise_fraction"):
+        kit.make_ppo(env.get_observations(), 2, low_noise_fraction=0.25)
+
+
+def _train_cfg(algorithm: dict) -> dict:
+    return {"num_steps_per_env": 8, "obs_groups": {"actor": ["policy"], "critic": ["policy", "privileged"]},
+            "actor": {"class_name": "MLPModel", "hidden_dims": [16],
+                      "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+            "critic": {"class_name": "MLPModel", "hidden_dims": [16]},
+            "algorithm": {"class_name": "PPO", "num_mini_batches": 2, **algorithm}}
+
+
+def _factory_run(kit, algorithm: dict):
+    """Build PPO by the factory from a train config, run 3 iterations (the schedule applies from iteration 1): the
+    stored per-env factors and actions of the last rollout, and the weights after it."""
+    from rlcore.algorithms import construct_algorithm
+
+    torch.manual_seed(0)
+    env = kit.FakeEnv(num_envs=N, done_fn=kit.periodic_dones(N, [5, 0, 3, 7] * 4, time_out_envs=(3,)))
+    ppo = construct_algorithm(env.get_observations(), env, _train_cfg(algorithm), "cpu")
+    for it in range(3):
+        ppo.set_iteration(it)
+        kit.collect(ppo, env, 8)
+        if it < 2:
+            ppo.update()
+    scale = ppo.storage.noise_scale
+    return ppo, (None if scale is None else scale.clone(), ppo.storage.actions.clone(),
+                 {k: v.clone() for k, v in ppo.actor.state_dict().items()})
+
+
+def test_exploration_cfg_and_the_older_flat_keys_train_identically(kit):
+    """``algorithm.exploration_cfg`` builds the schedule; a train_cfg that holds its settings directly in ``algorithm``
+    (older configs and the checkpoints they wrote) trains bit-identically; no schedule at all differs."""
+    settings = {"std_max_schedule": [[1, 0.5], [2, 0.3]], "low_noise_fraction": 0.25, "low_noise_start": 1}
+    ppo, new = _factory_run(kit, {"exploration_cfg": settings})
+    schedule = _schedule(ppo)
+    assert (schedule.std_max_schedule, schedule.low_noise_fraction, schedule.low_noise_start) == (
+        [(1, 0.5), (2, 0.3)], 0.25, 1)
+    torch.testing.assert_close(new[0][..., 0], _scales().expand(8, N), rtol=0, atol=0)
+    torch.testing.assert_close(ppo.actor.distribution.current_std(), torch.full((2,), 0.3))
+    _, old = _factory_run(kit, settings)
+    torch.testing.assert_close(old, new, rtol=0, atol=0)
+    plain, _ = _factory_run(kit, {})
+    assert not any(isinstance(ext, ExplorationSchedule) for ext in plain.extensions)
+    assert plain.storage.noise_scale is None
+
+
+def test_a_setting_given_both_ways_is_refused(kit):
+    with pytest.raises(ConfigError, match="low_noise_fraction given both in exploration_cfg and directly"):
+        _factory_run(kit, {"exploration_cfg": {"low_noise_fraction": 0.25}, "low_noise_fraction": 0.5})

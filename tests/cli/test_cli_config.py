@@ -205,6 +205,7 @@ def test_a_user_class_path_is_not_checked():
     (schema.CNNModelCfg, "rlcore.models:CNNModel"),
     (schema.RNDCfg, "rlcore.extensions.rnd:RandomNetworkDistillation"),
     (schema.SymmetryCfg, "rlcore.extensions.symmetry:Symmetry"),
+    (schema.ExplorationCfg, "rlcore.extensions.exploration:ExplorationSchedule"),
     (schema.GaussianDistributionCfg, "rlcore.modules.distribution:GaussianDistribution"),
     (schema.HeteroscedasticGaussianDistributionCfg, "rlcore.modules.distribution:HeteroscedasticGaussianDistribution"),
     (schema.BetaDistributionCfg, "rlcore.modules.distribution:BetaDistribution"),
@@ -215,7 +216,8 @@ def test_schema_matches_the_constructor(dataclass, target):
 
     module, name = target.split(":")
     params = inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
-    factory_only = {"class_name", "share_cnn_encoders"}  # read by resolve_class / the factory, not the constructor
+    # read by resolve_class / the factory, not the constructor
+    factory_only = {"class_name", "share_cnn_encoders", "exploration_cfg"}
     for f in fields(dataclass):
         if f.name in factory_only:
             continue
@@ -271,3 +273,24 @@ def test_the_combination_matrix_covers_every_config_option():
     options = group_options("extension")
     subsets = {frozenset(c) for r in range(len(options) + 1) for c in itertools.combinations(options, r)}
     assert {frozenset(e) for e in EXTENSIONS} == subsets and len(EXTENSIONS) == len(subsets)
+
+
+def test_go2_configures_its_exploration_schedule_in_algorithm_exploration_cfg():
+    """task=go2's late, quieter phase is the algorithm's exploration_cfg (the factory builds the schedule from it); a
+    config that still sets those keys directly in ``algorithm`` is read the same, with a notice; distillation drops
+    it as a PPO-only setting."""
+    go2 = ["task=go2", "logger=none"]
+    expected = {"std_max_schedule": [[300, 0.15]], "low_noise_fraction": 0.25, "low_noise_std_scale": 0.25,
+                "low_noise_start": 300}
+    plan = prepare(compose(go2))
+    assert plan.train_cfg["algorithm"]["exploration_cfg"] == expected
+    assert not {"low_noise_fraction", "std_max_schedule"} & set(plan.train_cfg["algorithm"])
+    tuned = prepare(compose([*go2, "algorithm.exploration_cfg.low_noise_fraction=0.5"]))
+    assert tuned.train_cfg["algorithm"]["exploration_cfg"]["low_noise_fraction"] == 0.5
+    older = prepare(compose(["task=cartpole", "logger=none", "+algorithm.low_noise_fraction=0.5"]))
+    assert older.train_cfg["algorithm"]["exploration_cfg"] == {**expected, "std_max_schedule": None,
+                                                              "low_noise_fraction": 0.5, "low_noise_start": 0}
+    assert any("low_noise_fraction are keys of algorithm.exploration_cfg" in n for n in older.notices)
+    assert prepare(compose(["task=cartpole", "logger=none"])).train_cfg["algorithm"]["exploration_cfg"] is None
+    _, notices = validate_config(_plain([*go2, "algorithm=distillation", "model=rnn"]))
+    assert any("exploration_cfg" in n and "ignoring PPO-only settings" in n for n in notices)

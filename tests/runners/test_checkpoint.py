@@ -53,10 +53,11 @@ def files(path) -> list[str]:
 
 # ---------------------------------------------------------------------------- exact resume
 def test_resume_continues_the_exploration_schedule_exactly(tmp_path):
-    """PPO's std ceiling and per-env exploration scale depend on the iteration alone: a run resumed at iteration 2
-    ends bit-identical to one that ran 4 iterations in one go, with the ceiling (0.2 from iteration 3) and the
-    quiet envs (from iteration 2) in force at the end."""
-    alg = {"std_max_schedule": [[1, 0.5], [3, 0.2]], "low_noise_fraction": 0.25, "low_noise_start": 2}
+    """The exploration schedule's std ceiling and per-env exploration scale depend on the iteration alone: a run
+    resumed at iteration 2 ends bit-identical to one that ran 4 iterations in one go, with the ceiling (0.2 from
+    iteration 3) and the quiet envs (from iteration 2) in force at the end."""
+    alg = {"exploration_cfg": {"std_max_schedule": [[1, 0.5], [3, 0.2]], "low_noise_fraction": 0.25,
+                               "low_noise_start": 2}}
     cfg = base_cfg()
     cfg["algorithm"].update(alg)
     run_a = OnPolicyRunner(make_env(seed=0), cfg, str(tmp_path / "a"))
