@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tasks.go2.env as go2_env
+from tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets
 from tasks.go2.config import make_config, no_randomization
 from tasks.go2.sim import Go2Sim
 from tasks.go2.sim_interface import Simulator
@@ -149,15 +150,34 @@ def test_heights_are_the_terrain_heights():
     sim.close()
 
 
-def test_the_mdp_uses_only_protocol_members():
-    """tasks/go2/env.py touches ``self.sim`` through :class:`Simulator`'s members alone."""
-    tree = ast.parse(inspect.getsource(go2_env))
+#: The MDP: env.py and the modules it is split into, which take the env as ``env``.
+MDP_MODULES = (go2_env, checkpoint, commands, curriculum, deployment, observations, resets)
+
+
+@pytest.mark.parametrize("module", MDP_MODULES, ids=lambda m: m.__name__)
+def test_the_mdp_uses_only_protocol_members(module):
+    """tasks/go2/env.py and its pieces touch ``self.sim`` / ``env.sim`` through :class:`Simulator`'s members
+    alone."""
+    tree = ast.parse(inspect.getsource(module))
     used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Attribute) and node.value.attr == "sim"
-            and isinstance(node.value.value, ast.Name) and node.value.value.id in ("self", "s")}
+            and isinstance(node.value.value, ast.Name) and node.value.value.id in ("self", "s", "env")}
     used |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
              and isinstance(node.value, ast.Name) and node.value.id == "s"}
-    assert used and used <= PROTOCOL_MEMBERS, sorted(used - PROTOCOL_MEMBERS)
+    assert used <= PROTOCOL_MEMBERS, sorted(used - PROTOCOL_MEMBERS)
+    if module is go2_env:
+        assert used
+
+
+def test_every_mdp_module_is_checked():
+    """A new module of tasks/go2 that reads ``env.sim`` is added to :data:`MDP_MODULES`."""
+    import pathlib
+
+    import tasks.go2
+
+    checked = {pathlib.Path(inspect.getsourcefile(m)).name for m in MDP_MODULES}
+    readers = {p.name for p in pathlib.Path(tasks.go2.__file__).parent.glob("*.py") if "env.sim." in p.read_text()}
+    assert readers <= checked, sorted(readers - checked)
 
 
 def test_the_mdp_state_is_the_backend_state_through_resets_and_pushes():
