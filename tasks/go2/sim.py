@@ -56,7 +56,9 @@ def available_threads() -> int:
 
 def build_model(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjModel:
     """Compile the scene: the robot of ``assets/go2.xml`` on a plane or on the terrain's height field."""
-    return build_spec(cfg, terrain).compile()
+    model = build_spec(cfg, terrain).compile()
+    scale_view(model)
+    return model
 
 
 def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
@@ -76,10 +78,7 @@ def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
     spec.option.integrator = getattr(mujoco.mjtIntegrator, integrators[cfg.sim.integrator])
     spec.option.cone = getattr(mujoco.mjtCone, cones[cfg.sim.cone])
     spec.option.impratio = cfg.sim.impratio
-    spec.visual.global_.offwidth = 1280
-    spec.visual.global_.offheight = 720
     world = spec.worldbody
-    world.add_light(pos=[0, 0, 4], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
     if terrain.is_flat:
         world.add_geom(name="ground", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
                        contype=1, conaffinity=0, condim=3, friction=[1.0, 0.005, 0.0001], rgba=[0.5, 0.55, 0.6, 1])
@@ -89,9 +88,61 @@ def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
         spec.add_hfield(name="terrain", size=list(size), nrow=rows, ncol=cols, userdata=data.ravel().tolist())
         world.add_geom(name="ground", type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="terrain", pos=list(pos),
                        contype=1, conaffinity=0, condim=3, friction=[1.0, 0.005, 0.0001], rgba=[0.5, 0.55, 0.6, 1])
-    world.add_camera(name="track", mode=mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM, pos=[0.0, -2.0, 0.8],
-                     xyaxes=[1, 0, 0, 0, 0.37, 0.93])
+    add_scenery(spec, spec.geom("ground"))
     return spec
+
+
+def add_scenery(spec: mujoco.MjSpec, ground: mujoco.MjsGeom) -> None:
+    """What videos show besides the robot: a checker floor (0.5 m squares, a grid line every metre), a sky with a
+    hazy horizon, a light that follows the robot (its shadow on the ground) and the ``track`` camera looking at the
+    robot from 2.1 m (front-right, 20 degrees down; it follows the centre of mass and keeps its orientation, so the
+    floor moves past).
+
+    Visual only: textures, a material, a light and a camera change no physics (the ground's contact settings are
+    untouched; tests compare stepped states bit for bit).
+    """
+    vis = spec.visual
+    vis.global_.offwidth, vis.global_.offheight = 1280, 720
+    vis.headlight.ambient, vis.headlight.diffuse, vis.headlight.specular = [0.3] * 3, [0.5] * 3, [0.0] * 3
+    vis.map.haze = 0.4
+    vis.quality.shadowsize = 1024  # over VIEW["shadow_radius"]: 2 mm texels; MuJoCo's 4096 costs 3x in software GL
+    vis.rgba.haze = vis.rgba.fog = [0.78, 0.85, 0.93, 1.0]
+    spec.add_texture(name="sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+                     rgb1=[0.45, 0.62, 0.85], rgb2=[0.95, 0.97, 1.0], width=256, height=1536)
+    spec.add_texture(name="floor", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+                     mark=mujoco.mjtMark.mjMARK_EDGE, rgb1=[0.36, 0.42, 0.48], rgb2=[0.30, 0.35, 0.41],
+                     markrgb=[0.85, 0.88, 0.9], width=256, height=256)
+    floor = spec.add_material(name="floor", texrepeat=[1, 1], texuniform=True)
+    floor.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "floor"
+    ground.material = "floor"
+    ground.rgba = [1.0, 1.0, 1.0, 1.0]  # the material's colours
+    world = spec.worldbody
+    world.add_light(name="sun", mode=mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM, pos=[0.0, 0.0, 3.0],
+                    dir=[0.08, -0.05, -1.0], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, castshadow=True,
+                    diffuse=[0.6, 0.6, 0.6], specular=[0.2, 0.2, 0.2], ambient=[0.1, 0.1, 0.1])
+    base = spec.body("base").pos  # the camera's offset from the robot is set at the model's initial pose
+    offset = np.array([1.4, -1.4, 0.0])
+    offset[2] = np.linalg.norm(offset) * np.tan(np.radians(20.0))
+    forward = -offset / np.linalg.norm(offset)
+    right = np.cross(forward, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, forward)
+    world.add_camera(name="track", mode=mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM, pos=list(np.asarray(base) + offset),
+                     xyaxes=[*right, *up])
+
+
+#: [m] what the video camera sees: near and far clipping, fog (the far floor fades into the sky's colour) and the
+#: radius around the light that casts shadows
+VIEW = {"znear": 0.05, "zfar": 200.0, "fogstart": 10.0, "fogend": 60.0, "shadow_radius": 1.0}
+
+
+def scale_view(model: mujoco.MjModel) -> None:
+    """Set the view distances of :data:`VIEW` in metres (MuJoCo reads them as multiples of ``stat.extent``, which is
+    0.66 m on the plane and about 100 m with the rough height field). Visual settings only."""
+    extent = float(model.stat.extent)
+    model.vis.map.znear, model.vis.map.zfar = VIEW["znear"] / extent, VIEW["zfar"] / extent
+    model.vis.map.fogstart, model.vis.map.fogend = VIEW["fogstart"] / extent, VIEW["fogend"] / extent
+    model.vis.map.shadowclip = VIEW["shadow_radius"] / extent
 
 
 #: [m/s or rad/s] any qvel entry above this is a physics failure, not motion (Go2 joints: <= 30 rad/s).
@@ -354,8 +405,8 @@ class Go2Sim:
         data.qvel[:] = self.qvel[env_id]
         mujoco.mj_forward(self.model, data)
         self._renderer.update_scene(data, camera="track")
+        self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_FOG] = True
         if fast:
-            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
             self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
         return self._renderer.render().copy()
 
