@@ -2,7 +2,7 @@
 
 Writes the deployable policy of a checkpoint (PPO actor or distillation student, observation normaliser
 inside the graph; an ONNX file carries the task's deployment interface in its ``metadata_props``, read
-back by ``rlcore.utils.export.read_onnx_interface``) and, beside it, a JSON file (same name, ``.json``)
+back by ``rlcore.deployment.read_onnx_interface``) and, beside it, a JSON file (same name, ``.json``)
 with its input/output names and shapes, the observation groups that make up each input, the normaliser
 statistics and the result of the check below.
 
@@ -22,9 +22,9 @@ import sys
 
 import numpy as np
 
-from rlcore.utils.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
-from rlcore.utils.config_schema import ExportCfg
-from rlcore.utils.video import control_period
+from rlcore.config.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
+from rlcore.config.schema import ExportCfg
+from rlcore.logging.video import control_period
 
 # torch, onnxruntime and the run's task load inside the functions that use them, so that ``--help`` and a bad
 # argument answer at once (importing torch alone takes seconds).
@@ -60,7 +60,7 @@ def describe(policy, obs, fmt: str, info, output: str, env=None, module=None) ->
     ``as_onnx()`` wrapper (default: the policy's own)."""
     import torch
 
-    from rlcore.utils.export import STATE_INPUTS
+    from rlcore.deployment import STATE_INPUTS
 
     module = policy.as_onnx() if module is None else module
     input_names, output_names = list(module.input_names), list(module.output_names)
@@ -133,7 +133,7 @@ def verify_onnx(path: str, module, recorded: list, reference: list, rtol: float 
     ``module``: the ``as_onnx()`` wrapper that was exported (its input names and example shapes)."""
     import onnxruntime as ort
 
-    from rlcore.utils.export import STATE_INPUTS
+    from rlcore.deployment import STATE_INPUTS
 
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
@@ -174,12 +174,12 @@ def verify_jit(path: str, recorded: list, reference: list, rtol: float = 0.0) ->
 
 
 def export(args: dict) -> dict:
-    """Run ``args`` (keys of :class:`~rlcore.utils.config_schema.ExportCfg`; the others take their defaults);
+    """Run ``args`` (keys of :class:`~rlcore.config.schema.ExportCfg`; the others take their defaults);
     returns the JSON description."""
     import torch
 
-    from rlcore.utils.checkpoint import seed_everything
-    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
+    from rlcore.checkpoint.io import seed_everything
+    from rlcore.checkpoint.run_files import load_run, make_run_env, make_run_policy
 
     args = complete_args(args, ExportCfg, "export")
     fmt, device = _check_args(args)
@@ -282,7 +282,7 @@ def _write_and_verify(fmt: str, policy, env, info, output: str, recorded: list, 
     """Write the ``fmt`` file to ``output`` and return ``max |file - eager|`` on the recorded stream; beyond the
     tolerance, move the file to ``<output>.unverified`` and raise :class:`ExportMismatch`. ``module``: the ONNX
     wrapper to write (default: ``policy.as_onnx()``)."""
-    from rlcore.utils.export import export_jit, export_onnx, policy_metadata
+    from rlcore.deployment import export_jit, export_onnx, policy_metadata
 
     if fmt == "onnx":
         module = policy.as_onnx() if module is None else module

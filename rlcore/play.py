@@ -29,14 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rlcore.checkpoint.io import seed_everything
+from rlcore.checkpoint.run_files import RunInfo, load_run, make_run_env, make_run_policy
+from rlcore.config.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
+from rlcore.config.schema import PlayCfg
+from rlcore.deployment import STATE_INPUTS, read_onnx_interface
+from rlcore.logging.logger import metric_name
+from rlcore.logging.video import VideoWriter, control_period, render_frame  # rlcore.export imports control_period here
 from rlcore.pretrained import PRETRAINED, pretrained_path
-from rlcore.utils.checkpoint import seed_everything
-from rlcore.utils.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
-from rlcore.utils.config_schema import PlayCfg
-from rlcore.utils.export import STATE_INPUTS, read_onnx_interface
-from rlcore.utils.logger import metric_name
-from rlcore.utils.run_files import RunInfo, load_run, make_run_env, make_run_policy
-from rlcore.utils.video import VideoWriter, control_period, render_frame  # rlcore.export imports control_period here
 
 SUMMARY = ("Run a trained policy in its task deterministically; print episode returns and the task's metrics. "
            "video=true writes an MP4, onnx=<file> plays an exported ONNX policy (a Go2 file needs no checkpoint), "
@@ -182,7 +182,7 @@ def _scalar(value) -> float | None:
 
 
 def play(args: dict) -> dict:
-    """Run ``args`` (keys of :class:`~rlcore.utils.config_schema.PlayCfg`; the others take their defaults); returns
+    """Run ``args`` (keys of :class:`~rlcore.config.schema.PlayCfg`; the others take their defaults); returns
     what was printed as data."""
     args = complete_args(args, PlayCfg, "play")
     episodes = _check_args(args)

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlcore.config.cli import UserError, check_counts, parse_key_values, usage, user_errors
 from rlcore.errors import ConfigError
 from rlcore.pretrained import PRETRAINED, pretrained_path
-from rlcore.utils.cli import UserError, check_counts, parse_key_values, usage, user_errors
 
 # torch, onnxruntime and the Go2 task (MuJoCo) load inside the functions that use them, so that ``--help`` and a
 # bad argument answer at once.
@@ -100,7 +100,7 @@ def resolve_policy(path: str) -> str:
 
 def load_interface(path: str) -> dict:
     """The file's rlcore interface; a UserError if it is not ONNX, has none, or is not a Go2 policy."""
-    from rlcore.utils.export import read_onnx_interface
+    from rlcore.deployment import read_onnx_interface
 
     try:
         meta = read_onnx_interface(path)

@@ -1,7 +1,7 @@
 """``python -m rlcore.train task=<task> model=<mlp|cnn|rnn> algorithm=<ppo|distillation> extension=[rnd,symmetry]``.
 
 Composes the Hydra config in ``conf/``, checks it against the typed configs
-(``rlcore.utils.config_check``), turns it into the rsl_rl 5.x-style nested train config, builds the task
+(``rlcore.config.check``), turns it into the rsl_rl 5.x-style nested train config, builds the task
 and the runner, trains, and leaves a run directory with the composed config (``.hydra/config.yaml``, as
 Hydra writes it) and its resolved, checked form (``config.yaml``), TensorBoard/wandb logs,
 ``model_<it>.pt`` checkpoints and the exported ``policy.onnx``.
@@ -22,7 +22,7 @@ import sys
 
 if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "rlcore-train":
     # The command (not an import of this module): Ctrl-C while the imports below load ends it quietly with status 130;
-    # nothing is written yet. main() then installs rlcore.utils.cli.watch_interrupts.
+    # nothing is written yet. main() then installs rlcore.config.cli.watch_interrupts.
     signal.signal(signal.SIGINT, lambda signum, frame: (os.write(2, b"interrupted\n"), os._exit(130)))
 
 import contextlib
@@ -41,8 +41,9 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlcore.utils import registry
-from rlcore.utils.cli import (
+from rlcore.config import registry
+from rlcore.config.check import validate_config
+from rlcore.config.cli import (
     INTERRUPT_EXIT,
     USER_ERROR_EXIT,
     USER_ERRORS,
@@ -55,10 +56,10 @@ from rlcore.utils.cli import (
     keep_interrupt_exit_status,
     one_line,
     user_errors,
+    user_groups_help,
     watch_interrupts,
 )
-from rlcore.utils.config_check import validate_config
-from rlcore.utils.config_schema import LEARN_ARGUMENTS, RUNNER_LOGGER_KEYS
+from rlcore.config.schema import LEARN_ARGUMENTS, RUNNER_LOGGER_KEYS
 
 # torch, the runner and the tasks load inside the functions that use them, so that a bad command is refused in
 # one line before torch (seconds to import) is loaded.
@@ -190,7 +191,7 @@ def prepare(cfg) -> TrainPlan:
     train_cfg = _translate(c, teacher_ckpt, resume_ckpt or init_ckpt)
     num_iterations = int(c["runner"]["max_iterations"])
     if resume_ckpt is not None:
-        from rlcore.utils.run_files import resume_differences
+        from rlcore.checkpoint.run_files import resume_differences
 
         diffs = resume_differences(resume_ckpt, resume_path, train_cfg)
         if diffs:
@@ -214,8 +215,8 @@ def prepare(cfg) -> TrainPlan:
 
 def _init_from_check(c: dict, path: str, ckpt: dict, train_cfg: dict) -> list[str]:
     """Refuse, in one line, an ``init_from`` checkpoint whose models do not fit this run's; the notice it gives."""
-    from rlcore.utils.checkpoint import model_differences, obs_group_differences
-    from rlcore.utils.run_files import checkpoint_task
+    from rlcore.checkpoint.io import model_differences, obs_group_differences
+    from rlcore.checkpoint.run_files import checkpoint_task
 
     saved = ckpt.get("train_cfg") or {}
     kind = "distillation" if "student_state_dict" in ckpt else "PPO"
@@ -251,7 +252,7 @@ def _open_checkpoint_arg(c: dict, key: str) -> tuple[str | None, dict | None]:
     """``(path, checkpoint)`` of ``resume=`` or ``init_from=`` (Nones without one)."""
     if not c[key]:
         return None, None
-    from rlcore.utils.run_files import open_checkpoint
+    from rlcore.checkpoint.run_files import open_checkpoint
 
     return open_checkpoint(str(c[key]), key)
 
@@ -260,7 +261,7 @@ def _open_teacher(c: dict) -> tuple[str | None, dict | None]:
     """``(path, checkpoint)`` of ``teacher=`` (Nones without one): a PPO checkpoint of the same task."""
     if not c["teacher"]:
         return None, None
-    from rlcore.utils.run_files import checkpoint_task, open_checkpoint
+    from rlcore.checkpoint.run_files import checkpoint_task, open_checkpoint
 
     path, ckpt = open_checkpoint(str(c["teacher"]), "teacher")
     if "actor_state_dict" not in ckpt:
@@ -443,7 +444,7 @@ def _make_eval_env(c: dict, device: str):
     Same task and settings as the training env, ``runner.eval_num_envs`` envs, seed ``seed + 10000``; built with
     the global generators' states put back afterwards, so that it leaves training as it would be without it.
     """
-    from rlcore.utils.checkpoint import get_rng_states, set_rng_states
+    from rlcore.checkpoint.io import get_rng_states, set_rng_states
     from tasks.registry import make_task
 
     if c["runner"]["keep_best"] is None and c["runner"]["stop_at"] is None:
@@ -622,6 +623,9 @@ def check_sweep(overrides: list[str]) -> None:
             raise UserError(f"sweep job #{k} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from None
 
 
+# ``--help`` lists the groups a user chooses from (conf/config.yaml's hydra.help.template reads this resolver).
+if not OmegaConf.has_resolver("rlcore_user_groups"):
+    OmegaConf.register_new_resolver("rlcore_user_groups", user_groups_help)
 _hydra_main = hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")(_task_function)
 
 

@@ -47,9 +47,9 @@ import mujoco.viewer
 import numpy as np
 import torch
 
+from rlcore.checkpoint.run_files import make_run_env
 from rlcore.errors import ConfigError
-from rlcore.utils.run_files import make_run_env
-from rlcore.utils.video import control_period
+from rlcore.logging.video import control_period
 
 # GLFW key codes (what mujoco.viewer's key_callback receives).
 KEY_SPACE, KEY_E, KEY_Q = 32, 69, 81
@@ -150,7 +150,7 @@ def _merged(base: dict, over: dict) -> dict:
 
 
 def make_viewer_env(info, device: str, seed: int):
-    """The checkpoint's task (a :class:`~rlcore.utils.run_files.RunInfo`) as one env for the viewer (see module doc)."""
+    """The checkpoint's task (a :class:`~rlcore.checkpoint.run_files.RunInfo`) as one env for the viewer (see module doc)."""
     task = str(info.task["name"])
     viewer_info = copy.copy(info)
     viewer_info.task = {**info.task, "env": _merged(dict(info.task.get("env") or {}), VIEWER_ENV)}

@@ -17,13 +17,13 @@ import torch.nn as nn
 from tensordict import TensorDict
 
 from rlcore.algorithms.factory import construct_distillation
+from rlcore.distributed import all_reduce_mean_grads, broadcast_tensors
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.models import MLPModel
 from rlcore.modules import HiddenState
 from rlcore.storage import RolloutStorage
 from rlcore.utils.compile import compile_mlp_heads
-from rlcore.utils.distributed import all_reduce_mean_grads, broadcast_tensors
 from rlcore.utils.optimizer import resolve_optimizer
 from rlcore.utils.schedule import check_schedule, piecewise_linear
 

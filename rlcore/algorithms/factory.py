@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from tensordict import TensorDict
 
+from rlcore.config.resolve import resolve_class, resolve_obs_groups
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.extensions.exploration import build_exploration_schedule, pop_exploration_cfg
 from rlcore.extensions.rnd import env_step_dt, resolve_rnd_config
 from rlcore.extensions.symmetry import resolve_symmetry_config
 from rlcore.storage import RolloutStorage
-from rlcore.utils.config import resolve_class, resolve_obs_groups
 
 
 def _extension_cfgs(alg_cfg: dict, obs: TensorDict, obs_groups: dict, env: VecEnv) -> dict:

@@ -24,6 +24,13 @@ import torch.nn as nn
 from tensordict import TensorDict
 
 from rlcore.algorithms.factory import construct_ppo
+from rlcore.distributed import (
+    all_reduce_mean,
+    all_reduce_mean_grads,
+    broadcast_tensors,
+    is_distributed,
+    pooled_moments,
+)
 from rlcore.env import VecEnv
 from rlcore.errors import ConfigError
 from rlcore.extensions import PPO_EXTENSIONS, EstimatorLoss, Extension
@@ -31,13 +38,6 @@ from rlcore.models import MLPModel
 from rlcore.modules import EmpiricalDiscountedVariationNormalization, HiddenState
 from rlcore.storage import RolloutStorage
 from rlcore.utils.compile import compile_mlp_heads
-from rlcore.utils.distributed import (
-    all_reduce_mean,
-    all_reduce_mean_grads,
-    broadcast_tensors,
-    is_distributed,
-    pooled_moments,
-)
 from rlcore.utils.optimizer import resolve_optimizer
 
 LR_MIN, LR_MAX = 1e-5, 1e-2

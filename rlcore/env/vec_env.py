@@ -45,7 +45,7 @@ class VecEnv(ABC):
     Optional method ``deployment_interface() -> dict``: how to run a policy of this task outside rlcore, as
     JSON-able data (e.g. joint names and order, default joint positions, PD gains, action scale and clip,
     physics step and decimation, observation layout per group, command ranges; see ``Go2Env``). ONNX export
-    stores each entry in the file's ``metadata_props`` as ``rlcore.<key>`` (``rlcore.utils.export``); a task
+    stores each entry in the file's ``metadata_props`` as ``rlcore.<key>`` (``rlcore.deployment``); a task
     without it still exports, with rlcore's own keys only.
     """
 

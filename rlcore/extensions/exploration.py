@@ -1,6 +1,6 @@
 """An exploration schedule for PPO: a ceiling on the actor's std and a per-env std factor, over learning iterations.
 
-Configured by the algorithm's ``exploration_cfg`` (:class:`~rlcore.utils.config_schema.ExplorationCfg`; task=go2
+Configured by the algorithm's ``exploration_cfg`` (:class:`~rlcore.config.schema.ExplorationCfg`; task=go2
 sets it in ``conf/task/go2.yaml``); the factory builds the schedule and hands it to PPO as an extension. Both parts
 are functions of the learning iteration alone, so a resumed run continues them exactly.
 

@@ -22,11 +22,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tensordict import TensorDict
 
+from rlcore.distributed import all_reduce_mean_grads
 from rlcore.errors import ConfigError
 from rlcore.extensions.base import Algorithm, Batch, Extension
 from rlcore.modules import MLP, EmpiricalDiscountedVariationNormalization, EmpiricalNormalization
 from rlcore.modules.activation import activation_gain
-from rlcore.utils.distributed import all_reduce_mean_grads
 
 WEIGHT_SCHEDULE_MODES = ("constant", "linear", "step")
 """Valid ``weight_schedule["mode"]`` values."""

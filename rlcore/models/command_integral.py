@@ -92,7 +92,7 @@ class CommandIntegralPolicy(ExportedPolicy):
                                 {"obs": {0: "batch"}, "actions": {0: "batch"},
                                  **{name: {1: "batch"} for name in inputs[1:] + outputs[1:]}}, is_recurrent=True)
         self.input_size = obs_dim
-        if rnn is not None:  # written into the file's metadata (rlcore.utils.export.policy_metadata)
+        if rnn is not None:  # written into the file's metadata (rlcore.deployment.policy_metadata)
             self.rnn_type = "lstm" if self.is_lstm else "gru"
 
     def forward(self, obs: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -183,7 +183,7 @@ def integral_for(policy: nn.Module, env, gain: float | None = None, limit: float
     ``gain`` > 0: required, so a policy that cannot carry it is a ConfigError. ``limit`` None: the task's default, else 0.3 m/s;
     ``band`` None: the task's default, else 0 (no band).
     """
-    from rlcore.utils.export import obs_layout
+    from rlcore.deployment import obs_layout
 
     defaults = env.command_integral() if callable(getattr(env, "command_integral", None)) else {}
     requested = gain is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from rlcore.utils.distributed import is_distributed, pooled_moments
+from rlcore.distributed import is_distributed, pooled_moments
 
 
 class EmpiricalNormalization(nn.Module):
@@ -59,7 +59,7 @@ class EmpiricalNormalization(nn.Module):
         """Merge the statistics of a batch ``[B, *shape]`` (any leading dims are flattened into B).
 
         With ``sync=True`` in a distributed run, the batch statistics are pooled over all ranks first
-        (:func:`~rlcore.utils.distributed.pooled_moments`: each rank's count, mean and squared deviations
+        (:func:`~rlcore.distributed.pooled_moments`: each rank's count, mean and squared deviations
         around its own mean, merged in float64 around the global mean), so every rank's normaliser stays
         identical and equals what the concatenated data of all ranks would give.
         """

@@ -53,8 +53,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rlcore.checkpoint.io import get_rng_states, set_rng_states
 from rlcore.errors import ConfigError
-from rlcore.utils.checkpoint import get_rng_states, set_rng_states
 
 STOP_FORM = ("'<metric> <op> <value>' with <op> one of <, <=, >, >= (e.g. runner.stop_at='return > -200' or "
              "runner.stop_at='lin_vel_error < 0.25')")

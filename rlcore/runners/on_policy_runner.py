@@ -13,11 +13,7 @@ import torch.distributed as dist
 from tensordict import TensorDict
 
 from rlcore.algorithms.factory import construct_algorithm
-from rlcore.env import VecEnv
-from rlcore.errors import ConfigError
-from rlcore.runners.evaluation import Evaluation, check_settings, is_better, metric_direction, parse_stop_at
-from rlcore.runners.run_state import gather_rank_states, rank_state_of
-from rlcore.utils.checkpoint import (
+from rlcore.checkpoint.io import (
     get_rng_states,
     load_checkpoint,
     model_differences,
@@ -26,18 +22,22 @@ from rlcore.utils.checkpoint import (
     seed_everything,
     set_rng_states,
 )
-from rlcore.utils.config_schema import runner_defaults
+from rlcore.config.schema import runner_defaults
+from rlcore.deployment import export_jit, export_onnx, policy_metadata
+from rlcore.distributed import multi_gpu_cfg_from_env
+from rlcore.env import VecEnv
+from rlcore.errors import ConfigError
+from rlcore.logging.log_writer import LogWriter
+from rlcore.logging.logger import Logger, plain_config
+from rlcore.logging.video import ClipRecorder, check_can_render, render_frame
+from rlcore.report.diagnosis import print_findings
+from rlcore.runners.evaluation import Evaluation, check_settings, is_better, metric_direction, parse_stop_at
+from rlcore.runners.run_state import gather_rank_states, rank_state_of
 from rlcore.utils.cpu_memory import CpuMemoryHold, hold_freed_cpu_memory
-from rlcore.utils.diagnosis import print_findings
-from rlcore.utils.distributed import multi_gpu_cfg_from_env
-from rlcore.utils.export import export_jit, export_onnx, policy_metadata
-from rlcore.utils.log_writer import LogWriter
-from rlcore.utils.logger import Logger, plain_config
-from rlcore.utils.video import ClipRecorder, check_can_render, render_frame
 
 RUNNER_DEFAULTS = runner_defaults()
 """Runner-level keys of the train config and their defaults (model and algorithm keys live in sub-dicts): RunnerCfg's
-fields, the logger keys and ``seed`` (None: the runner does not seed), all from ``rlcore.utils.config_schema``."""
+fields, the logger keys and ``seed`` (None: the runner does not seed), all from ``rlcore.config.schema``."""
 
 
 class OnPolicyRunner:

@@ -19,7 +19,7 @@ the uninterrupted run's. What that takes falls in two kinds:
                    episodes on resume)
   algorithm        ``alg.rank_state_dict()``                        ``alg.load_rank_state_dict()``
   logger           ``logger.state_dict()``                          ``logger.load_state_dict()``
-  generators       :func:`~rlcore.utils.checkpoint.get_rng_states`   ``set_rng_states``
+  generators       :func:`~rlcore.checkpoint.io.get_rng_states`   ``set_rng_states``
   ===============  ==============================================  ==============================
 
 The checkpoint holds rank 0's rank state at the top level (the keys of :data:`RANK_STATE_KEYS`, so a one-process

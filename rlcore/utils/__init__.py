@@ -1,4 +1,4 @@
-"""Helpers: config resolution, trajectories, distributed helpers, logging writers, export, checkpoints.
+"""Generic helpers: trajectories, activations, optimisers, schedules, NaN checks, ``torch.compile``, CPU memory.
 
 The names of rsl_rl 5.x's ``rsl_rl.utils`` are available here too (``resolve_callable``,
 ``split_and_pad_trajectories``, ``LogWriter``, ...). They are imported on first use, so that importing one
@@ -11,22 +11,22 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "LogWriter": "log_writer",
-    "WandbLogWriter": "wandb_log_writer",
-    "Logger": "logger",
-    "check_nan": "nan_check",
-    "compile_model": "compile",
-    "get_param": "config",
-    "reduce_gradients_in_buckets": "distributed",
-    "resolve_callable": "config",
-    "resolve_class": "config",
-    "resolve_nn_activation": "activation",
-    "resolve_obs_groups": "config",
-    "resolve_optimizer": "optimizer",
-    "split_and_pad_trajectories": "trajectories",
-    "unpad_trajectories": "trajectories",
+    "LogWriter": "rlcore.logging.log_writer",
+    "WandbLogWriter": "rlcore.logging.wandb_log_writer",
+    "Logger": "rlcore.logging.logger",
+    "check_nan": "rlcore.utils.nan_check",
+    "compile_model": "rlcore.utils.compile",
+    "get_param": "rlcore.config.resolve",
+    "reduce_gradients_in_buckets": "rlcore.distributed",
+    "resolve_callable": "rlcore.config.resolve",
+    "resolve_class": "rlcore.config.resolve",
+    "resolve_nn_activation": "rlcore.utils.activation",
+    "resolve_obs_groups": "rlcore.config.resolve",
+    "resolve_optimizer": "rlcore.utils.optimizer",
+    "split_and_pad_trajectories": "rlcore.utils.trajectories",
+    "unpad_trajectories": "rlcore.utils.trajectories",
 }
-"""Public name -> the ``rlcore.utils`` submodule that defines it."""
+"""Public name -> the module that defines it (some live in the concern packages: config, logging, distributed)."""
 
 __all__ = [
     "LogWriter",
@@ -48,7 +48,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
-        value = getattr(importlib.import_module(f"rlcore.utils.{_EXPORTS[name]}"), name)
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'rlcore.utils' has no attribute '{name}'")

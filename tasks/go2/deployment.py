@@ -1,6 +1,6 @@
 """What a deployment program needs to run a Go2 policy: the task's actuation, timing, commands and observation
 layout as plain JSON-able data. ONNX export writes every entry into the model's ``metadata_props``
-(:mod:`rlcore.utils.export`), so a deployment program, and ``rlcore.robustness``, need only the ``.onnx`` file."""
+(:mod:`rlcore.deployment`), so a deployment program, and ``rlcore.robustness``, need only the ``.onnx`` file."""
 
 from __future__ import annotations
 

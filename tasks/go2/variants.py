@@ -14,8 +14,8 @@ import dataclasses
 import mujoco
 import numpy as np
 
+from rlcore.deployment import obs_layout
 from rlcore.env import ConfigError
-from rlcore.utils.export import obs_layout
 from tasks.go2.config import Go2Cfg, held_commands, no_randomization
 from tasks.go2.env import Go2Env
 from tasks.go2.randomization import FOOT_GEOMS, LEG_BODIES, SOFT_SOLIMP, Variant, apply_variant, latency_steps
@@ -83,7 +83,7 @@ class Go2VariantEnv(Go2Env):
     def from_interface(cls, meta: dict, num_envs: int, episode_s: float, threads: int | None = None,
                        solver_iterations: int | None = None, device: str = "cpu") -> Go2VariantEnv:
         """An env with the gains, timing, solver and observation scales of an exported policy's interface ``meta``
-        (:func:`rlcore.utils.export.read_onnx_interface`) and none of the task's randomness: no observation
+        (:func:`rlcore.deployment.read_onnx_interface`) and none of the task's randomness: no observation
         noise, pushes or domain randomisation, the default pose at spawn, fixed commands, episodes of
         ``episode_s``. ``solver_iterations`` replaces the file's (e.g. a converged solver for stiff variants).
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rlcore.deployment import export_onnx
 from rlcore.errors import ConfigError
 from rlcore.models import CNNModel, MLPModel, RNNModel
-from rlcore.utils.export import export_onnx
 
 GAUSSIAN = {"class_name": "GaussianDistribution", "init_std": 1.0}
 EST = {"target_groups": ["vel"], "hidden_dims": [16]}

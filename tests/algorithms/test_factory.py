@@ -9,8 +9,8 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.algorithms import PPO, Distillation, construct_algorithm
+from rlcore.config.resolve import resolve_callable, resolve_class, resolve_obs_groups
 from rlcore.models import MLPModel, RNNModel
-from rlcore.utils.config import resolve_callable, resolve_class, resolve_obs_groups
 
 
 def _obs(*groups: str, n: int = 2) -> TensorDict:

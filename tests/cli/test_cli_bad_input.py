@@ -133,8 +133,8 @@ def test_play_video_needs_a_task_that_renders(trained_run, capsys, monkeypatch):
 def test_play_onnx_of_another_policy(trained_run, tmp_path, capsys):
     from tensordict import TensorDict
 
+    from rlcore.deployment import export_onnx
     from rlcore.models import MLPModel
-    from rlcore.utils.export import export_onnx
 
     obs = TensorDict({"policy": torch.zeros(2, 5)}, batch_size=[2])
     other = MLPModel(obs, {"actor": ["policy"]}, "actor", 1, hidden_dims=[4])

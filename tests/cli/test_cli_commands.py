@@ -63,7 +63,7 @@ def test_play_prints_returns_and_metrics(played):
 
 
 def test_play_writes_an_mp4(played, trained_run):
-    from rlcore.utils.video import read_mp4
+    from rlcore.logging.video import read_mp4
 
     path = trained_run["dir"] / "videos" / "model_1.mp4"
     assert path.is_file(), played.stdout
@@ -99,7 +99,7 @@ def test_exported_onnx_matches_the_eager_policy(exported, trained_run):
     import onnxruntime as ort
     from tensordict import TensorDict
 
-    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
+    from rlcore.checkpoint.run_files import load_run, make_run_env, make_run_policy
 
     info = load_run(str(trained_run["dir"]))
     env = make_run_env(info, 4, "cpu", 0)
@@ -138,9 +138,9 @@ def test_export_called_with_the_config_defaults_writes_onnx(trained_run, tmp_pat
 
     import onnx
 
+    from rlcore.config.cli import UserError
+    from rlcore.config.schema import ExportCfg
     from rlcore.export import export
-    from rlcore.utils.cli import UserError
-    from rlcore.utils.config_schema import ExportCfg
 
     args = {**dataclasses.asdict(ExportCfg()), "checkpoint": str(trained_run["dir"]), "num_envs": 2,
             "verify_steps": 4, "output": str(tmp_path / "p.onnx")}
@@ -159,8 +159,8 @@ def test_export_called_with_the_config_defaults_writes_onnx(trained_run, tmp_pat
 
 
 def test_play_from_python_fills_the_keys_left_out(trained_run):
+    from rlcore.config.cli import UserError
     from rlcore.play import play
-    from rlcore.utils.cli import UserError
 
     result = play({"checkpoint": str(trained_run["dir"]), "episodes": 2, "num_envs": 2})
     assert len(result["returns"]) == 2 and len(result["lengths"]) == 2
@@ -170,7 +170,7 @@ def test_play_from_python_fills_the_keys_left_out(trained_run):
 
 def test_export_verification_fails_loudly(trained_run, tmp_path, monkeypatch, capsys):
     """A written file that does not reproduce the eager policy: exit 1, the file renamed .unverified, no JSON."""
-    import rlcore.utils.export as export_utils
+    import rlcore.deployment as export_utils
     from rlcore import export as export_cli
 
     original = export_utils.export_onnx
@@ -193,8 +193,8 @@ def test_export_verification_fails_loudly(trained_run, tmp_path, monkeypatch, ca
 
 # ---------------------------------------------------------------------------- distillation and extensions
 def _train_in_process(overrides: list[str], log_dir) -> None:
+    from rlcore.config.cli import compose
     from rlcore.train import run
-    from rlcore.utils.cli import compose
 
     run(compose(overrides), log_dir=str(log_dir))
 
@@ -210,9 +210,9 @@ def test_distillation_from_the_teacher_checkpoint(trained_run, tmp_path, capsys)
     teacher = torch.load(trained_run["dir"] / "model_1.pt", weights_only=True)["actor_state_dict"]
     torch.testing.assert_close(ckpt["teacher_state_dict"]["mlp.0.weight"], teacher["mlp.0.weight"])
     # the student is the deployed policy
+    from rlcore.config.cli import parse_key_values
+    from rlcore.config.schema import PlayCfg
     from rlcore.play import play
-    from rlcore.utils.cli import parse_key_values
-    from rlcore.utils.config_schema import PlayCfg
 
     result = play(parse_key_values([f"checkpoint={tmp_path}", "episodes=1"], PlayCfg, "play"))
     assert "policy=torch RNNModel" in capsys.readouterr().out and len(result["returns"]) == 1
@@ -292,8 +292,8 @@ def test_help_lists_the_keys(capsys):
 def test_python_arguments_are_type_checked_as_the_command_line_is():
     """complete_args (export(...) / play(...) from Python) merges over the typed schema like parse_key_values: the
     same wrong value gets the same one-line error on both paths; numbers given as strings convert as on the CLI."""
-    from rlcore.utils.cli import UserError, complete_args, parse_key_values
-    from rlcore.utils.config_schema import ExportCfg, ExportFormat
+    from rlcore.config.cli import UserError, complete_args, parse_key_values
+    from rlcore.config.schema import ExportCfg, ExportFormat
 
     for bad, match in (({"num_envs": "eight"}, "export: num_envs: Value 'eight' of type 'str' could not be converted"),
                        ({"format": "tflite"}, r"export: format: Invalid value 'tflite', expected one of \[onnx, jit\]")):

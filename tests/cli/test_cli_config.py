@@ -11,10 +11,10 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rlcore.config import schema as schema
+from rlcore.config.check import ConfigError, validate_config
+from rlcore.config.cli import compose, config_dir, group_options
 from rlcore.train import build_train_cfg, prepare
-from rlcore.utils import config_schema as schema
-from rlcore.utils.cli import compose, config_dir, group_options
-from rlcore.utils.config_check import ConfigError, validate_config
 
 MODELS = ["mlp", "cnn", "rnn"]
 ALGORITHMS = ["ppo", "distillation"]
@@ -255,7 +255,7 @@ def test_config_dir_is_found_from_a_checkout_and_from_an_install(tmp_path, monke
     repo_conf = config_dir()
     assert repo_conf.endswith("conf")
     # an installed layout: rlcore has no conf/ beside it, the wheel put it under <prefix>/share/rlcore/conf
-    monkeypatch.setattr("rlcore.utils.cli.__file__", str(tmp_path / "site" / "rlcore" / "utils" / "cli.py"))
+    monkeypatch.setattr("rlcore.config.cli.__file__", str(tmp_path / "site" / "rlcore" / "utils" / "cli.py"))
     prefix = tmp_path / "prefix"
     shutil.copytree(repo_conf, prefix / "share" / "rlcore" / "conf")
     monkeypatch.setattr(sys, "prefix", str(prefix))

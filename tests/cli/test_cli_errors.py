@@ -9,8 +9,8 @@ import sys
 import pytest
 from cli_helpers import REPO_ROOT, TINY, assert_user_error, cli_env, run_module
 
+from rlcore.config.cli import BUG_EXIT, USER_ERROR_EXIT, user_errors
 from rlcore.errors import ConfigError
-from rlcore.utils.cli import BUG_EXIT, USER_ERROR_EXIT, user_errors
 
 #: Runs ``rlcore.train`` with PPO.update replaced by one that fails like a library bug would.
 _BUGGY_TRAIN = """

@@ -82,7 +82,7 @@ def test_train_go2_writes_a_run_directory(go2_run):
     assert ckpt["train_cfg"]["actor"]["estimator_cfg"]["target_groups"] == ["base_lin_vel"]
     assert ckpt["actor_state_dict"]["estimator.0.weight"].shape == (128, 5 * 45 + 45)
     assert ckpt["env_state"]["task"] == "Go2Env" and ckpt["env_state"]["num_envs"] == 8
-    from rlcore.utils.export import read_onnx_interface  # the policy.onnx that training writes carries its interface
+    from rlcore.deployment import read_onnx_interface  # the policy.onnx that training writes carries its interface
 
     onnx_meta = read_onnx_interface(run / "policy.onnx")
     assert onnx_meta["task"] == "go2" and onnx_meta["kp"] == [30.0] * 12 and onnx_meta["decimation"] == 4
@@ -108,7 +108,7 @@ def go2_played(go2_run):
 
 @pytest.mark.skipif(not RENDERS, reason="no offscreen GL here (install libegl1 or libosmesa6; see README)")
 def test_play_go2_writes_an_mp4(go2_played, go2_run):
-    from rlcore.utils.video import read_mp4
+    from rlcore.logging.video import read_mp4
 
     out = go2_played.stdout
     assert "task=go2" in out and "policy=torch MLPModel" in out and "1 env(s)" in out
@@ -141,7 +141,7 @@ def test_export_go2_onnx_is_verified(go2_exported):
     assert meta["verification"]["passed"] and meta["verification"]["max_abs_diff"] <= 1e-5
     assert "verified on 8 recorded steps x 2 envs" in go2_exported["proc"].stdout
     # the interface inside the file, from conf/task/go2.yaml (kp 30, vy range +-0.5) and the task's defaults
-    from rlcore.utils.export import read_onnx_interface
+    from rlcore.deployment import read_onnx_interface
 
     onnx_meta = read_onnx_interface(go2_exported["path"])
     assert onnx_meta["task"] == "go2" and onnx_meta["obs_groups"] == ["policy", "policy_history"]
@@ -200,7 +200,7 @@ def test_go2_rnn_exports_with_parity(tmp_path_factory):
     assert [i["name"] for i in meta["inputs"]] == ["obs", "h_in", "c_in"]
     assert [o["name"] for o in meta["outputs"]] == ["actions", "h_out", "c_out"]
     assert meta["inputs"][1]["shape"] == [1, "batch", 16]
-    from rlcore.utils.export import read_onnx_interface
+    from rlcore.deployment import read_onnx_interface
 
     onnx_meta = read_onnx_interface(run / "exported" / "policy.onnx")
     assert onnx_meta["rnn_type"] == "lstm" and onnx_meta["recurrent_state"] == [
@@ -212,7 +212,7 @@ def test_go2_rnn_exports_with_parity(tmp_path_factory):
     import onnxruntime as ort
     from tensordict import TensorDict
 
-    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
+    from rlcore.checkpoint.run_files import load_run, make_run_env, make_run_policy
 
     info = load_run(str(run))
     env = make_run_env(info, 2, "cpu", 0)
@@ -240,8 +240,8 @@ def test_go2_symmetry_extension(tmp_path, monkeypatch):
     function augments every PPO mini-batch and mirrors both halves of the mirror loss, and the loss is reported."""
     import tasks.go2.symmetry as go2_symmetry
     from rlcore.algorithms import PPO
+    from rlcore.config.cli import compose
     from rlcore.train import run
-    from rlcore.utils.cli import compose
 
     calls, losses = [], []
     mirror = go2_symmetry.go2_mirror
@@ -302,7 +302,7 @@ def test_default_go2_distills_into_a_blind_student(go2_run, tmp_path_factory):
     assert ckpt["student_state_dict"]["estimator.0.weight"].shape == (128, 8)  # reads the LSTM's 8 outputs
     assert cfg["teacher"]["estimator_cfg"]["target_groups"] == ["base_lin_vel"]
     assert re.search(r"estimator\s*[:=]?\s*\d", proc.stdout), proc.stdout[-2000:]
-    from rlcore.utils.export import read_onnx_interface
+    from rlcore.deployment import read_onnx_interface
 
     meta = read_onnx_interface(run_dir / "policy.onnx")
     assert meta["obs_groups"] == ["policy"] and meta["inputs"][0] == {"name": "obs", "shape": ["batch", 45]}

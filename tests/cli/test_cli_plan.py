@@ -6,12 +6,12 @@ from __future__ import annotations
 from cli_helpers import TINY
 
 import rlcore.train as train_module
-from rlcore.utils.cli import compose
+from rlcore.config.cli import compose
 
 
 def test_a_resumed_run_is_planned_once(trained_run, tmp_path, monkeypatch, capsys):
+    import rlcore.checkpoint.run_files as run_files
     import rlcore.runners.on_policy_runner as runner_module
-    import rlcore.utils.run_files as run_files
 
     calls = {"validate": 0, "plan_open": [], "runner_load": []}
     validate, open_checkpoint, load_checkpoint = (train_module.validate_config, run_files.open_checkpoint,

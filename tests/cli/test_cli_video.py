@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlcore.utils.video import VideoWriter, read_mp4, write_mp4
+from rlcore.logging.video import VideoWriter, read_mp4, write_mp4
 
 
 def _frames(n: int, h: int, w: int) -> list[np.ndarray]:

@@ -77,7 +77,7 @@ def test_ctrl_c_during_the_imports_exits_130(tmp_path):
 def test_an_interrupt_that_surfaces_as_another_error_is_not_a_bug(capsys):
     """A Ctrl-C inside a C extension's start-up reaches Python as another exception (pybind11: ``ImportError:
     initialization failed`` caused by the KeyboardInterrupt); it is still an interrupt."""
-    from rlcore.utils.cli import INTERRUPT_EXIT, user_errors
+    from rlcore.config.cli import INTERRUPT_EXIT, user_errors
 
     with pytest.raises(SystemExit) as stop, user_errors():
         try:

@@ -19,12 +19,12 @@ import pytest
 import torch
 from cli_helpers import REPO_ROOT, assert_user_error, check_ok, cli_env, run_module
 
+from rlcore.checkpoint.run_files import load_run, make_run_env, make_run_policy
+from rlcore.config.cli import UserError, parse_key_values
+from rlcore.config.schema import PlayCfg
+from rlcore.deployment import read_onnx_interface
 from rlcore.play import OnnxActor, onnx_interface, play, policy_source
 from rlcore.pretrained import PRETRAINED, pretrained_path
-from rlcore.utils.cli import UserError, parse_key_values
-from rlcore.utils.config_schema import PlayCfg
-from rlcore.utils.export import read_onnx_interface
-from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
 
 pytest.importorskip("mujoco")
 

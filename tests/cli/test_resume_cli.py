@@ -73,8 +73,8 @@ def test_init_from_refuses_other_models(tmp_path, interrupted):
 
 def test_a_bug_while_restoring_state_keeps_its_traceback(tmp_path, interrupted, monkeypatch):
     """Before: any KeyError/ValueError/RuntimeError of runner.load became 'does not fit this run's model'."""
+    from rlcore.config.cli import compose
     from rlcore.train import UserError, prepare, run
-    from rlcore.utils.cli import compose
     from tasks.classic.base import ClassicTask
 
     def broken(self, state):

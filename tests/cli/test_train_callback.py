@@ -8,9 +8,9 @@ from cli_helpers import TINY
 
 
 def test_callback_sees_every_iteration_and_stops_training(tmp_path):
+    from rlcore.config.cli import compose
     from rlcore.runners import OnPolicyRunner
     from rlcore.train import run
-    from rlcore.utils.cli import compose
 
     seen = []
 

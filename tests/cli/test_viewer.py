@@ -108,7 +108,7 @@ def test_guides_turn_the_command_into_the_world_frame():
 
 # ---------------------------------------------------------------------------- errors
 def test_a_task_without_velocity_commands_is_one_config_error():
-    from rlcore.utils.run_files import RunInfo
+    from rlcore.checkpoint.run_files import RunInfo
 
     info = RunInfo(checkpoint="x.pt", ckpt={}, train_cfg={}, task={"name": "pendulum", "env": {}}, run_dir=".")
     with pytest.raises(ConfigError) as err:

@@ -27,9 +27,9 @@ import torch
 import torch.distributed as dist
 
 from rlcore.algorithms.ppo import _normalize
+from rlcore.distributed import all_reduce_mean_grads, multi_gpu_cfg_from_env, pooled_moments
 from rlcore.modules import EmpiricalNormalization
 from rlcore.runners import DistillationRunner, OnPolicyRunner
-from rlcore.utils.distributed import all_reduce_mean_grads, multi_gpu_cfg_from_env, pooled_moments
 from tasks.registry import make_task
 
 NUM_ENVS = 64

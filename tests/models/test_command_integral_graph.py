@@ -17,7 +17,7 @@ from rlcore.errors import ConfigError
 @pytest.fixture(scope="module")
 def go2_run(tiny_go2_run) -> dict:
     """The session's tiny Go2 run (default actor: history and a base_lin_vel estimator), its policy and env."""
-    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
+    from rlcore.checkpoint.run_files import load_run, make_run_env, make_run_policy
 
     info = load_run(tiny_go2_run)
     env = make_run_env(info, 4, "cpu", 0)
@@ -132,9 +132,9 @@ def test_a_recurrent_policy_carries_the_loop_after_its_memory(go2_run, rnn_type)
 
 
 def test_bad_requests_are_one_line(go2_run):
+    from rlcore.config.cli import UserError
     from rlcore.export import _command_integral_module
     from rlcore.models.command_integral import command_integral_policy
-    from rlcore.utils.cli import UserError
 
     with pytest.raises(UserError, match="use format=onnx"):
         _command_integral_module(go2_run["policy"], go2_run["env"], {
@@ -156,9 +156,9 @@ def test_bad_requests_are_one_line(go2_run):
 def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustness_tool_carry(go2_run, tmp_path):
     import onnxruntime as ort
 
+    from rlcore.deployment import read_onnx_interface
     from rlcore.export import export
     from rlcore.robustness import evaluate
-    from rlcore.utils.export import read_onnx_interface
 
     path = tmp_path / "integral.onnx"
     meta = export({"checkpoint": go2_run["dir"], "output": str(path), "num_envs": 2, "verify_steps": 8,
@@ -207,9 +207,9 @@ def test_play_drives_an_integral_file_with_its_checkpoint_and_alone(go2_run, tmp
 def test_go2_exports_carry_the_tasks_loop_by_default(go2_run, tmp_path):
     """Without the key, ``rlcore.export`` and the policy.onnx written at the end of training both carry Go2's
     ``commands.integral_gain`` (2.0), ``integral_limit`` (0.15) and ``integral_band`` (0.2); a pendulum policy has no loop to carry."""
+    from rlcore.deployment import read_onnx_interface
     from rlcore.export import export
     from rlcore.models.command_integral import integral_for, integral_from_interface
-    from rlcore.utils.export import read_onnx_interface
 
     default = tmp_path / "default.onnx"
     export({"checkpoint": go2_run["dir"], "output": str(default), "num_envs": 2, "verify_steps": 4})

@@ -9,8 +9,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rlcore.deployment import export_jit, export_onnx
 from rlcore.models import CNNModel, MLPModel, RNNModel
-from rlcore.utils.export import export_jit, export_onnx
 
 pytestmark = pytest.mark.usefixtures("seed")
 

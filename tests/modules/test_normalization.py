@@ -234,7 +234,7 @@ def test_discounted_variation_until():
 def test_combined_moments_of_a_small_spread_around_a_large_mean():
     """Parts merged with Chan's formula in float64 give the statistics of the concatenated data, even where
     E[x^2] - mean^2 in float32 cancels to nothing (mean 1000, std 0.05)."""
-    from rlcore.utils.distributed import combine_moments, pooled_moments
+    from rlcore.distributed import combine_moments, pooled_moments
 
     parts = [1000.0 + 0.05 * torch.randn(n, 2) + 0.02 * i for i, n in enumerate((300, 1, 0, 500))]
     stats = [pooled_moments(p) for p in parts]  # single process: each part's own moments

@@ -12,8 +12,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from rlcore import report
-from rlcore.utils.diagnosis import load_scalars
+from rlcore.report import cli
+from rlcore.report import page as report_page
+from rlcore.report.diagnosis import load_scalars
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 CONSOLE = re.compile(r"CONSOLE[:(]\d+")  # how Chromium's --enable-logging=stderr reports a console message
@@ -50,7 +51,7 @@ def console_messages(proc: subprocess.CompletedProcess) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pendulum_page(pendulum_run) -> str:
-    out, _ = report.write_report([str(pendulum_run)])
+    out, _ = cli.write_report([str(pendulum_run)])
     return out
 
 
@@ -68,8 +69,8 @@ def test_page_loads_without_console_errors_and_hover_shows_values(chromium, pend
     assert '<body data-ready="1">' in proc.stdout  # the page's script ran to its end
     # Move the mouse to the middle of the return chart (iteration 2 of 0..4): the read-out shows its value.
     page = open(pendulum_page).read()
-    middle = (report.LEFT + report.RIGHT) / 2 / report.W
-    probe = (f"<script>var s=document.querySelector('#{report._anchor('Episode/mean_return')} svg');"
+    middle = (report_page.LEFT + report_page.RIGHT) / 2 / report_page.W
+    probe = (f"<script>var s=document.querySelector('#{report_page._anchor('Episode/mean_return')} svg');"
              "var r=s.getBoundingClientRect();s.dispatchEvent(new MouseEvent('mousemove',{bubbles:true,"
              f"clientX:r.left+r.width*{middle},clientY:r.top+r.height/2}}));</script>")
     hovered = tmp_path / "hovered.html"

@@ -1,4 +1,4 @@
-"""The diagnosis rules (rlcore.utils.diagnosis): each on a synthetic curve that should trigger it and on one that
+"""The diagnosis rules (rlcore.report.diagnosis): each on a synthetic curve that should trigger it and on one that
 should not, plus a healthy run on which no rule fires."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from rlcore.utils import diagnosis
-from rlcore.utils.diagnosis import diagnose, format_findings
+from rlcore.report import diagnosis
+from rlcore.report.diagnosis import diagnose, format_findings
 
 N = 200
 

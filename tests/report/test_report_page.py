@@ -9,8 +9,9 @@ import statistics
 
 from conftest import REPO_ROOT, run_module, seed_config, seed_curves, write_run
 
-from rlcore import report
-from rlcore.utils.diagnosis import load_scalars
+from rlcore.report import cli
+from rlcore.report import page as report_page
+from rlcore.report.diagnosis import load_scalars
 
 
 def chart_data(page: str) -> list[dict]:
@@ -20,12 +21,12 @@ def chart_data(page: str) -> list[dict]:
 
 
 def chart_index(page: str, tag: str) -> int:
-    card = page.index(f'id="{report._anchor(tag)}"')
+    card = page.index(f'id="{report_page._anchor(tag)}"')
     return int(re.search(r'data-chart="(\d+)"', page[card:]).group(1))
 
 
 def card_svg(page: str, tag: str) -> str:
-    card = page[page.index(f'id="{report._anchor(tag)}"'):]
+    card = page[page.index(f'id="{report_page._anchor(tag)}"'):]
     return card[: card.index("</svg>")]
 
 
@@ -38,7 +39,7 @@ def assert_user_error(proc, *fragments: str) -> None:
 
 
 def test_report_of_a_real_run_has_every_curve(pendulum_run):
-    proc = run_module("rlcore.report", str(pendulum_run))
+    proc = run_module("rlcore.report", f"run={pendulum_run}")
     assert proc.returncode == 0, proc.stderr
     out = pendulum_run / "report.html"
     assert f"[rlcore] report: {out}" in proc.stdout
@@ -64,7 +65,7 @@ def test_several_runs_overlaid_with_mean_and_band(tmp_path):
     for seed in (1, 2, 3):
         write_run(sweep / str(seed), seed_curves(seed), seed_config(seed))
     write_run(sweep / "4", seed_curves(4, lr=3e-3), seed_config(4, lr=3e-3))
-    proc = run_module("rlcore.report", str(sweep))  # a sweep directory: its job folders are the runs
+    proc = run_module("rlcore.report", f"run={sweep}")  # a sweep directory: its job folders are the runs
     assert proc.returncode == 0, proc.stderr
     page = (sweep / "report.html").read_text()
     data = chart_data(page)[chart_index(page, "Episode/mean_return")]
@@ -88,10 +89,10 @@ def test_several_runs_overlaid_with_mean_and_band(tmp_path):
 def test_report_output_places(tmp_path):
     a = write_run(tmp_path / "a", seed_curves(1), seed_config(1))
     b = write_run(tmp_path / "b", seed_curves(2), seed_config(2))
-    assert run_module("rlcore.report", str(a), str(b)).returncode == 0
+    assert run_module("rlcore.report", f"run={a}", f"run={b}").returncode == 0
     assert (a / "report_compare.html").is_file() and not (a / "report.html").exists()
     custom = tmp_path / "out" / "cmp.html"
-    proc = run_module("rlcore.report", str(a), str(b), "--out", str(custom))
+    proc = run_module("rlcore.report", f"run={a}", f"run={b}", f"out={custom}")
     assert proc.returncode == 0 and custom.is_file(), proc.stderr
     assert "2 run(s): a, b" in custom.read_text()
 
@@ -100,7 +101,7 @@ def test_findings_are_on_the_page_and_marked_on_their_curve(tmp_path):
     curves = seed_curves(1, n=120)
     curves["Episode/mean_return"] = [(it, it / 3 if it < 60 else 20 - (it - 60) / 2) for it in range(120)]
     run = write_run(tmp_path / "collapsing", curves, seed_config(1) | {"runner": {"max_iterations": 200}})
-    out, runs = report.write_report([str(run)])
+    out, runs = cli.write_report([str(run)])
     page = open(out).read()
     rules = re.findall(r'data-rule="(\w+)"', page)
     assert rules == [f.rule for f in runs[0].findings] == ["return_collapse", "ended_early"]
@@ -112,16 +113,19 @@ def test_findings_are_on_the_page_and_marked_on_their_curve(tmp_path):
 def test_long_curves_are_thinned_but_keep_spikes():
     xs = list(range(5000))
     ys = [100.0 if x == 3210 else 1.0 for x in xs]
-    dx, dy = report._downsample(xs, ys)
-    assert len(dx) <= report.MAX_POINTS and max(dy) == 100.0 and dx[0] == 0 and dx[-1] == 4999
+    dx, dy = report_page._downsample(xs, ys)
+    assert len(dx) <= report_page.MAX_POINTS and max(dy) == 100.0 and dx[0] == 0 and dx[-1] == 4999
 
 
 def test_errors_are_one_line(tmp_path):
     empty = tmp_path / "not_a_run"
     empty.mkdir()
-    assert_user_error(run_module("rlcore.report", str(empty)), "no TensorBoard event files", "logger=tensorboard")
-    assert_user_error(run_module("rlcore.report", str(tmp_path / "missing")), "run directory not found")
-    assert_user_error(run_module("rlcore.report", "--bogus"), "unknown option --bogus", "--out FILE")
+    assert_user_error(run_module("rlcore.report", f"run={empty}"), "no TensorBoard event files", "logger=tensorboard")
+    assert_user_error(run_module("rlcore.report", f"run={tmp_path / 'missing'}"), "run directory not found")
+    assert_user_error(run_module("rlcore.report", "--bogus"), "unknown option --bogus", "out=FILE")
+    assert_user_error(run_module("rlcore.report", "--out", "x.html"), "unknown option --out", "out=FILE")
+    assert_user_error(run_module("rlcore.report", str(tmp_path)), f"write run={tmp_path}")
+    assert_user_error(run_module("rlcore.report", "runs=x"), "unknown key 'runs'", "valid keys: run")
     assert_user_error(run_module("rlcore.report"), "at least one run directory")
 
 

@@ -20,10 +20,10 @@ import torch
 import torch.nn as nn
 from tensordict import TensorDict
 
+from rlcore.checkpoint.io import get_rng_states
+from rlcore.config import registry
+from rlcore.config.cli import compose
 from rlcore.train import prepare
-from rlcore.utils import registry
-from rlcore.utils.checkpoint import get_rng_states
-from rlcore.utils.cli import compose
 
 NOT_RUN_STATE = {
     "t0": "wall clock of the console report",

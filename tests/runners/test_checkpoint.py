@@ -11,8 +11,8 @@ import pytest
 import torch
 from runner_helpers import NUM_ENVS, base_cfg, make_env
 
+from rlcore.checkpoint.io import find_checkpoint, save_atomic
 from rlcore.runners import OnPolicyRunner
-from rlcore.utils.checkpoint import find_checkpoint, save_atomic
 
 CKPT_KEYS = {"actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter", "infos", "rng_states",
              "learning_rate", "train_cfg", "env_state"}

@@ -12,9 +12,9 @@ import torch
 from runner_helpers import base_cfg
 from tensordict import TensorDict
 
+from rlcore.checkpoint.io import load_checkpoint
 from rlcore.runners import OnPolicyRunner
 from rlcore.runners.evaluation import Evaluation
-from rlcore.utils.checkpoint import load_checkpoint
 from tasks.go2 import Go2Env
 
 

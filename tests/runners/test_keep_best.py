@@ -12,10 +12,10 @@ import pytest
 import torch
 from runner_helpers import base_cfg, make_env
 
+from rlcore.checkpoint.io import load_checkpoint
 from rlcore.errors import ConfigError
 from rlcore.runners import OnPolicyRunner
 from rlcore.runners.evaluation import Evaluation, find_log_key, is_better, metric_direction, parse_stop_at
-from rlcore.utils.checkpoint import load_checkpoint
 
 N, E, T = 16, 8, 40
 
@@ -245,8 +245,8 @@ TINY = ["task=pendulum", "task.num_envs=8", "runner.num_steps_per_env=8", "runne
 
 
 def test_train_command_evaluates_on_its_own_env_and_records_videos(tmp_path):
+    from rlcore.config.cli import compose
     from rlcore.train import run
-    from rlcore.utils.cli import compose
 
     seen = []
     extra = ["runner.keep_best=return", "runner.stop_at='return > 1e9'", "runner.eval_interval=2",
@@ -267,8 +267,8 @@ def test_train_command_evaluates_on_its_own_env_and_records_videos(tmp_path):
     ("runner.keep_best='a b'", "runner.keep_best='a b': must be a metric name"),
 ])
 def test_train_command_refuses_bad_settings_before_building_anything(override, message):
+    from rlcore.config.cli import compose
     from rlcore.train import prepare
-    from rlcore.utils.cli import compose
 
     with pytest.raises(ConfigError) as err:
         prepare(compose([*TINY, override]))

@@ -15,8 +15,8 @@ import pytest
 import torch
 from runner_helpers import GAUSSIAN, NUM_ENVS, base_cfg, make_env
 
+from rlcore.logging.logger import EpisodeStats
 from rlcore.runners import DistillationRunner, OnPolicyRunner
-from rlcore.utils.logger import EpisodeStats
 
 T = 8  # num_steps_per_env of base_cfg
 
@@ -180,7 +180,7 @@ def test_episode_stats_exact_means_of_finished_episodes():
 
 def test_logger_keeps_rsl_rls_episode_buffers():
     """runner.logger.rewbuffer / lenbuffer: returns and lengths of the finished episodes in order (last 100)."""
-    from rlcore.utils.logger import Logger
+    from rlcore.logging.logger import Logger
 
     logger = Logger(None, {"num_steps_per_env": 3}, {}, 3, False, 1, 0, "cpu")
     for r, d in [([1.0, 2.0, 3.0], [0, 0, 1]), ([1.0, 1.0, 1.0], [1, 0, 0]), ([2.0, 0.0, 5.0], [0, 0, 1])]:

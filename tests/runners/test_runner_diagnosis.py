@@ -1,11 +1,11 @@
-"""The runner ends training with the diagnosis of its own curves (rlcore.utils.diagnosis, as rlcore.report)."""
+"""The runner ends training with the diagnosis of its own curves (rlcore.report.diagnosis, as rlcore.report)."""
 
 from __future__ import annotations
 
 from runner_helpers import base_cfg, make_env
 
+from rlcore.report.diagnosis import diagnose, format_findings, load_scalars
 from rlcore.runners import OnPolicyRunner
-from rlcore.utils.diagnosis import diagnose, format_findings, load_scalars
 
 
 def test_learn_prints_the_diagnosis_of_the_run_it_wrote(tmp_path, capsys):

@@ -17,8 +17,8 @@ import torch
 from runner_helpers import base_cfg, make_env
 
 from rlcore.errors import ConfigError
+from rlcore.logging.video import read_mp4
 from rlcore.runners import OnPolicyRunner
-from rlcore.utils.video import read_mp4
 
 N = 16
 VIDEO = {"video_interval": 3, "video_length": 12, "video_width": 64, "video_height": 48}

@@ -181,7 +181,7 @@ def test_exported_student_equals_torch_in_a_closed_loop(teacher_ckpt, tmp_path, 
     the same observations: max |onnx - torch| < 1e-5."""
     import onnxruntime as ort
 
-    from rlcore.utils.export import read_onnx_interface
+    from rlcore.deployment import read_onnx_interface
 
     runner = student_runner(teacher_ckpt, rnn_type=rnn_type)
     runner.learn(2)  # weights and normaliser statistics away from their initial values

@@ -11,9 +11,9 @@ import torch
 
 pytest.importorskip("mujoco")
 
+from rlcore.deployment import export_onnx, obs_layout, policy_metadata, read_onnx_interface
 from rlcore.models import MLPModel
 from rlcore.robustness import evaluate
-from rlcore.utils.export import export_onnx, obs_layout, policy_metadata, read_onnx_interface
 from tasks.go2 import Go2Env
 from tasks.go2.symmetry import mirror_observations
 from tasks.go2.variants import ROBUSTNESS_GRID, Go2VariantEnv

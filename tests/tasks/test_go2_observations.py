@@ -13,7 +13,7 @@ import torch
 
 pytest.importorskip("mujoco")
 
-from rlcore.utils.export import read_onnx_interface
+from rlcore.deployment import read_onnx_interface
 from tasks.go2 import Go2Env, observations
 from tasks.go2.config import make_config
 from tasks.go2.randomization import PHYSICAL_TERMS

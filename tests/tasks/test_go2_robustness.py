@@ -19,10 +19,10 @@ pytest.importorskip("mujoco")
 
 import mujoco
 
+from rlcore.config.cli import UserError
+from rlcore.deployment import policy_metadata, read_onnx_interface, write_onnx_metadata
 from rlcore.models import MLPModel
 from rlcore.robustness import evaluate, main, not_followed
-from rlcore.utils.cli import UserError
-from rlcore.utils.export import policy_metadata, read_onnx_interface, write_onnx_metadata
 from tasks.go2 import Go2Env
 from tasks.go2.config import make_config, no_randomization
 from tasks.go2.sim import Go2Sim
@@ -357,8 +357,8 @@ def test_command_line_on_a_run_directory(tmp_path, go2_meta, capsys, variants):
 
 def test_a_recurrent_policy_runs_with_its_state_fed_back(tmp_path):
     """The tool's closed loop of an exported GRU equals the same loop run by hand with the torch policy."""
+    from rlcore.deployment import export_onnx
     from rlcore.models import RNNModel
-    from rlcore.utils.export import export_onnx
 
     env = Go2Env(num_envs=1, sim={"threads": 1}, control={"kp": KP})
     torch.manual_seed(0)

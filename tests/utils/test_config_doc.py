@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rlcore.utils import config_doc, registry
-from rlcore.utils import config_schema as schemas
+from rlcore.config import doc as config_doc
+from rlcore.config import registry
+from rlcore.config import schema as schemas
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = REPO_ROOT / "docs" / "config.md"
@@ -25,9 +26,9 @@ def page() -> str:
 
 
 def test_docs_config_md_is_current(page):
-    assert PAGE.is_file(), "docs/config.md is missing: python -m rlcore.utils.config_doc > docs/config.md"
+    assert PAGE.is_file(), "docs/config.md is missing: python -m rlcore.config.doc > docs/config.md"
     assert PAGE.read_text(encoding="utf-8") == page, (
-        "docs/config.md is out of date: run python -m rlcore.utils.config_doc > docs/config.md")
+        "docs/config.md is out of date: run python -m rlcore.config.doc > docs/config.md")
 
 
 def _schemas() -> list[type]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from rlcore.utils.logger import ConsoleReport
+from rlcore.logging.logger import ConsoleReport
 
 
 def test_console_report_shows_task_metrics_but_not_reward_terms(capsys):

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
+from rlcore.logging.logger import ConsoleReport, EpisodeStats, Logger
 from rlcore.runners.evaluation import find_log_key
-from rlcore.utils.logger import ConsoleReport, EpisodeStats, Logger
 
 
 def _logger(num_envs: int = 3, steps: int = 3) -> Logger:
@@ -76,7 +76,7 @@ def test_episode_stats_alone_counts_from_a_reset_by_default():
 
 
 def test_episode_text_placeholder_and_labels():
-    from rlcore.utils.logger import episode_text
+    from rlcore.logging.logger import episode_text
 
     assert episode_text({"Episode/mean_return": math.nan, "Episode/mean_length": math.nan}) == \
         "return n/a (no full episode yet)"

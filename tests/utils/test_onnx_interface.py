@@ -17,8 +17,8 @@ import torch
 from tensordict import TensorDict
 
 import rlcore
+from rlcore.deployment import METADATA_PREFIX, export_onnx, policy_metadata, read_onnx_interface, write_onnx_metadata
 from rlcore.models import MLPModel, RNNModel
-from rlcore.utils.export import METADATA_PREFIX, export_onnx, policy_metadata, read_onnx_interface, write_onnx_metadata
 
 pytest.importorskip("mujoco")
 

@@ -1,4 +1,4 @@
-"""The one name -> class table (rlcore.utils.registry): what it resolves, what reads it, and that the defaults
+"""The one name -> class table (rlcore.config.registry): what it resolves, what reads it, and that the defaults
 that the runner and the Hydra tree use come from the typed configs."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import inspect
 
 import pytest
 
+from rlcore.config import registry
+from rlcore.config import schema as schemas
+from rlcore.config.cli import compose
+from rlcore.config.resolve import resolve_callable
 from rlcore.errors import ConfigError
-from rlcore.utils import config_schema as schemas
-from rlcore.utils import registry
-from rlcore.utils.cli import compose
-from rlcore.utils.config import resolve_callable
 
 
 @pytest.mark.parametrize("entry", registry.ENTRIES, ids=[f"{e.kind}-{e.name}" for e in registry.ENTRIES])
@@ -25,7 +25,7 @@ def test_every_entry_resolves_to_its_class(entry):
             assert resolve_callable(alias) is cls
     if entry.schema is not None:
         params = inspect.signature(cls.__init__).parameters
-        own = {"class_name", "share_cnn_encoders"}  # read by resolve_class / the factory
+        own = {"class_name", "share_cnn_encoders", "exploration_cfg"}  # read by resolve_class / the factory
         assert set(schemas.defaults_of(entry.config_class())) - own <= set(params)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import pathlib
 
-from rlcore.utils.log_writer import LogWriter
-from rlcore.utils.logger import plain_config
+from rlcore.logging.log_writer import LogWriter
+from rlcore.logging.logger import plain_config
 
 
 class WandbLogWriter(LogWriter):

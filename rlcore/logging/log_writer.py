@@ -1,7 +1,7 @@
 """LogWriter: the interface of a logging backend (rsl_rl 5.x-compatible), so users can plug in their own.
 
 A train config selects a writer with ``"logger": {"class_name": <LogWriter subclass or its import path>, **kwargs}``;
-the runner's :class:`~rlcore.utils.logger.Logger` builds it as ``cls(log_dir=log_dir, **kwargs)`` when training
+the runner's :class:`~rlcore.logging.logger.Logger` builds it as ``cls(log_dir=log_dir, **kwargs)`` when training
 starts. The plain strings ``"tensorboard"``, ``"wandb"`` and ``"none"`` remain the short forms.
 """
 

@@ -31,7 +31,7 @@ from rlcore.errors import ConfigError
 Scalars = Mapping[str, Sequence[tuple[int, float]]]
 """``{tag: [(iteration, value), ...]}``: the logged scalars of one run."""
 
-# Tags rlcore's logger writes (rlcore.utils.logger), then rsl_rl's names for the same curves.
+# Tags rlcore's logger writes (rlcore.logging.logger), then rsl_rl's names for the same curves.
 RETURN_TAGS = ("Episode/mean_return", "Train/mean_reward")
 #: Written by rlcore's logger since its ``Episode/mean_return`` counts full episodes only (those that started from a
 #: reset). Without it (older rlcore runs, rsl_rl's ``Train/mean_reward``) the return curve also averages the partial

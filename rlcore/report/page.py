@@ -1,14 +1,6 @@
-"""``python -m rlcore.report <run dir> [<run dir> ...] [--out FILE]``: one self-contained HTML page per training.
-
-The page shows every scalar the runs logged (read from their TensorBoard event files), several runs overlaid
-(runs whose configs differ only in the seed are one group: its mean with a min-max band), the config keys
-whose values differ between the runs, and the automatic diagnosis of :mod:`rlcore.utils.diagnosis` with the
-iteration of each finding marked on its curve. Charts are inline SVG drawn here and a few lines of inline
-JavaScript show the values under the mouse: the page loads nothing from the network.
-
-Where it goes: one run directory (or a sweep directory, whose job subdirectories are the runs) ->
-``<dir>/report.html``; several directories -> ``<first run>/report_compare.html``; ``--out FILE`` anywhere.
-"""
+"""The HTML page of a report: one inline-SVG chart per logged tag, runs overlaid, the summary table, the
+findings and the config differences; a few lines of inline JavaScript show values under the mouse, and the
+page loads nothing from the network."""
 
 from __future__ import annotations
 
@@ -16,30 +8,14 @@ import datetime
 import html
 import json
 import math
-import os
 import re
 import statistics
-import sys
-from dataclasses import dataclass, field
-
-import yaml
+from dataclasses import dataclass
 
 import rlcore
-from rlcore.errors import ConfigError
-from rlcore.utils.cli import user_errors
-from rlcore.utils.diagnosis import PER_STEP_TAGS, Finding, diagnose, format_findings, load_scalars
+from rlcore.report.diagnosis import PER_STEP_TAGS, Finding
+from rlcore.report.runs import Run, aggregate, config_differences, flatten, group_runs
 
-USAGE = """usage: python -m rlcore.report <run dir> [<run dir> ...] [--out FILE]
-
-Write a self-contained HTML training report: every logged curve, several runs overlaid (seeds of one
-config as mean and min-max band), the config differences, and a diagnosis of the curves.
-  <run dir>    a run directory of rlcore.train (with TensorBoard event files), or a sweep directory
-               (its subdirectories holding event files are the runs)
-  --out FILE   where to write (default: <run dir>/report.html for one directory,
-               <first run>/report_compare.html for several)"""
-
-#: Config keys that do not make two runs different experiments (a group of seeds shares everything else).
-GROUP_IGNORED = ("seed", "runner.seed", "runner.run_name", "device", "threads", "resume")
 #: Chart sections: (title, predicate on the tag), in page order; a tag goes to the first that matches.
 SECTIONS = (
     ("Episodes", lambda t: t.startswith(("Episode/", "Train/"))),
@@ -56,147 +32,6 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e3
           "#bcbd22")
 MAX_POINTS = 600  # per drawn line; longer curves keep each bucket's min and max, so spikes stay visible
 W, H, LEFT, RIGHT, TOP, BOTTOM = 480, 230, 60, 470, 8, 200  # chart viewBox and plot area
-
-
-@dataclass
-class Run:
-    """One run directory: its curves, config and findings."""
-
-    path: str
-    scalars: dict[str, list[tuple[int, float]]]
-    config: dict
-    findings: list[Finding] = field(default_factory=list)
-    name: str = ""
-
-
-# ============================================================================ finding and loading runs
-def _has_events(path: str) -> bool:
-    return os.path.isdir(path) and any("tfevents" in f for f in os.listdir(path))
-
-
-def _natural(path: str) -> list:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path)]
-
-
-def find_runs(paths: list[str]) -> list[str]:
-    """The run directories named by ``paths``: a directory with event files, or the subdirectories (two levels
-    deep) of one without, such as a Hydra sweep directory.
-
-    Raises:
-        FileNotFoundError: a path does not exist.
-        ConfigError: a directory holds no event files, nor do its subdirectories.
-    """
-    runs = []
-    for path in paths:
-        if not os.path.isdir(path):
-            raise FileNotFoundError(f"run directory not found: {path}")
-        if _has_events(path):
-            runs.append(path)
-            continue
-        found, top = [], os.path.normpath(path).count(os.sep)
-        for root, dirs, _ in os.walk(path):
-            if os.path.normpath(root).count(os.sep) - top >= 2:
-                dirs.clear()  # two levels deep at most
-            if _has_events(root):
-                found.append(root)
-        if not found:
-            load_scalars(path)  # raises the one-line "no TensorBoard event files" error
-        runs += sorted(found, key=_natural)
-    return runs
-
-
-def read_config(run_dir: str) -> dict:
-    """The run's resolved ``config.yaml`` (or Hydra's ``.hydra/config.yaml``); {} when it has none."""
-    for name in ("config.yaml", os.path.join(".hydra", "config.yaml")):
-        path = os.path.join(run_dir, name)
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-            return data if isinstance(data, dict) else {}
-    return {}
-
-
-def load_run(run_dir: str) -> Run:
-    """Curves, config and diagnosis of one run directory (``runner.max_iterations`` is the planned length)."""
-    scalars = load_scalars(run_dir)
-    config = read_config(run_dir)
-    planned = (config.get("runner") or {}).get("max_iterations") if isinstance(config.get("runner"), dict) else None
-    run = Run(run_dir, scalars, config)
-    run.findings = diagnose(scalars, config, expected_iterations=planned if isinstance(planned, int) else None)
-    return run
-
-
-def _name_runs(runs: list[Run]) -> None:
-    paths = [os.path.abspath(r.path) for r in runs]
-    common = os.path.commonpath(paths) if len(paths) > 1 else os.path.dirname(paths[0])
-    for run, path in zip(runs, paths):
-        run.name = os.path.relpath(path, common) if path != common else os.path.basename(path)
-
-
-# ============================================================================ configs and groups
-def flatten(cfg: object, prefix: str = "") -> dict[str, str]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}`` (lists and scalars as compact JSON)."""
-    if isinstance(cfg, dict):
-        out: dict[str, str] = {}
-        for key, value in cfg.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        if not cfg and prefix:
-            out[prefix[:-1]] = "{}"
-        return out
-    return {prefix[:-1]: json.dumps(cfg, default=str)}
-
-
-def config_differences(runs: list[Run]) -> list[tuple[str, list[str]]]:
-    """``[(key, [value in each run])]`` for the keys whose values differ ("-" where a run lacks the key)."""
-    flat = [flatten(r.config) for r in runs]
-    keys = sorted(set().union(*flat))
-    rows = [(k, [f.get(k, "-") for f in flat]) for k in keys]
-    return [(k, vals) for k, vals in rows if len(set(vals)) > 1]
-
-
-def group_runs(runs: list[Run]) -> list[tuple[str, list[Run]]]:
-    """Runs whose configs agree except ``GROUP_IGNORED`` keys form one group (seeds); ``[(label, runs)]``.
-
-    Labels name the config values that tell groups apart, or the run for a group of one without a config.
-    """
-    groups: dict[str, list[Run]] = {}
-    for run in runs:
-        flat = {k: v for k, v in flatten(run.config).items() if k not in GROUP_IGNORED}
-        key = json.dumps(flat, sort_keys=True) if run.config else f"run:{run.path}"
-        groups.setdefault(key, []).append(run)
-    members = list(groups.values())
-    flats = [{k: v for k, v in flatten(g[0].config).items() if k not in GROUP_IGNORED} for g in members]
-    keys = sorted(set().union(*flats)) if flats else []
-    telling = [k for k in keys if len({f.get(k, "-") for f in flats}) > 1]
-    out = []
-    for group, flat in zip(members, flats):
-        parts = [f"{k}={flat.get(k, 'unset')}" for k in telling[:3]] + (["..."] if len(telling) > 3 else [])
-        label = ", ".join(parts) if parts and group[0].config else group[0].name
-        if len(group) > 1:
-            seeds = [str(r.config.get("seed", "?")) for r in group]
-            runs_txt = f"{len(group)} runs, seeds {', '.join(seeds)}"
-            label = f"{label} ({runs_txt})" if parts else runs_txt
-        elif not parts or not group[0].config:
-            label = group[0].name
-        out.append((label, group))
-    return out
-
-
-# ============================================================================ curves
-def aggregate(curves: list[list[tuple[int, float]]]) -> tuple[list[int], list[float], list[float], list[float]]:
-    """Mean, min and max over ``curves`` at every iteration any of them logged (finite values only)."""
-    maps = [dict(c) for c in curves]
-    steps = sorted(set().union(*maps))
-    mean, lo, hi = [], [], []
-    keep = []
-    for s in steps:
-        vals = [m[s] for m in maps if s in m and math.isfinite(m[s])]
-        if vals:
-            keep.append(s)
-            mean.append(statistics.fmean(vals))
-            lo.append(min(vals))
-            hi.append(max(vals))
-    return keep, mean, lo, hi
 
 
 def _downsample(xs: list[int], *ys: list[float], how: tuple[str, ...] = ()) -> tuple[list[int], ...]:
@@ -553,69 +388,3 @@ def build_html(runs: list[Run]) -> str:
         f"<h2>Curves</h2>{legend}{sections}"
         f'<div id="tip" hidden></div><script type="application/json" id="report-data">{data}</script>'
         f"<script>{JS}</script></body></html>")
-
-
-def default_output(paths: list[str]) -> str:
-    """``<dir>/report.html`` for one directory given, ``<first run>/report_compare.html`` for several."""
-    if len(paths) == 1:
-        return os.path.join(paths[0], "report.html")
-    return os.path.join(find_runs(paths[:1])[0], "report_compare.html")
-
-
-def write_report(paths: list[str], out: str | None = None) -> tuple[str, list[Run]]:
-    """Read the runs of ``paths`` (:func:`find_runs`), write the page, return (its path, the runs)."""
-    if not paths:
-        raise ConfigError("report needs at least one run directory: python -m rlcore.report <run dir> ...")
-    runs = [load_run(p) for p in find_runs(paths)]
-    _name_runs(runs)
-    out = out or default_output(paths)
-    if os.path.isdir(out):
-        out = os.path.join(out, "report.html")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    page = build_html(runs)
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(page)
-    return out, runs
-
-
-def parse_args(argv: list[str]) -> tuple[list[str], str | None]:
-    """(run directories, ``--out`` or None).
-
-    Raises:
-        ConfigError: an unknown option, or ``--out`` without a file.
-    """
-    paths, out, i = [], None, 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--out" or arg.startswith("--out="):
-            if arg == "--out":
-                i += 1
-                if i >= len(argv):
-                    raise ConfigError("--out needs a file name: --out report.html.")
-                out = argv[i]
-            else:
-                out = arg.split("=", 1)[1]
-        elif arg.startswith("-") and arg != "-":
-            raise ConfigError(f"unknown option {arg}; valid options: --out FILE, -h/--help.")
-        else:
-            paths.append(arg)
-        i += 1
-    return paths, out
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of ``python -m rlcore.report`` and ``rlcore-report``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
-        return
-    with user_errors():
-        paths, out = parse_args(argv)
-        out, runs = write_report(paths, out)
-        for run in runs:
-            print(format_findings(run.findings, run=run.name))
-        print(f"[rlcore] report: {out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlcore.utils.checkpoint import find_checkpoint, load_checkpoint, model_differences, obs_group_differences
-from rlcore.utils.cli import UserError
+from rlcore.checkpoint.io import find_checkpoint, load_checkpoint, model_differences, obs_group_differences
+from rlcore.config.cli import UserError
 
 
 @dataclass

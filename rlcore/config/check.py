@@ -1,9 +1,9 @@
-"""Checking a composed train config against the typed configs (``rlcore.utils.config_schema``).
+"""Checking a composed train config against the typed configs (``rlcore.config.schema``).
 
 :func:`validate_config` checks the composed, resolved config section by section (``OmegaConf.structured`` +
 merge), so that a wrong type or an unknown key fails at start-up with its key path, e.g.
 ``runner.max_iterations: Value 'abc' of type 'str' could not be converted to Integer``; then it checks, once
-each, the rules that span sections, as the registry (``rlcore.utils.registry``) declares them: an algorithm
+each, the rules that span sections, as the registry (``rlcore.config.registry``) declares them: an algorithm
 that takes no extensions or uses a teacher, an extension that needs a feed-forward model or a task setting.
 """
 
@@ -16,9 +16,8 @@ from typing import Any
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlcore.errors import ConfigError
-from rlcore.utils import registry
-from rlcore.utils.config_schema import (
+from rlcore.config import registry
+from rlcore.config.schema import (
     DistillationCfg,
     ExplorationCfg,
     LoggerCfg,
@@ -27,6 +26,7 @@ from rlcore.utils.config_schema import (
     TaskCfg,
     TopLevelCfg,
 )
+from rlcore.errors import ConfigError
 
 
 # ============================================================================ one section
@@ -260,7 +260,7 @@ def _check_extension_needs(ext: registry.Entry, settings: dict, c: dict, alg: re
         raise ConfigError(f"extension={ext.name} needs a mirror function, but task={c['task']['name']} defines no "
                           f"task.{ext.task_key}.")
     if ext.feed_forward_only:
-        from rlcore.utils.config import resolve_callable  # imports the model classes (torch)
+        from rlcore.config.resolve import resolve_callable  # imports the model classes (torch)
 
         for part in ("actor", "critic")[:len(alg.models)]:
             name = c["model"][part].get("class_name")

@@ -9,8 +9,8 @@ from typing import Any
 
 from tensordict import TensorDict
 
+from rlcore.config import registry
 from rlcore.errors import ConfigError
-from rlcore.utils import registry
 
 _SEARCHED_PACKAGES = ("algorithms", "models", "modules", "runners", "storage", "extensions", "utils", "env")
 """Where a simple name that is not a known short name is looked up (``rlcore.<package>.<name>``), like rsl_rl."""

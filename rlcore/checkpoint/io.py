@@ -123,8 +123,8 @@ def _norm(v):
 
 def _with_model_defaults(cfg: dict) -> dict:
     """A model section with the settings it leaves out at its class's defaults (a Python config may omit them)."""
-    from rlcore.utils import registry  # the typed configs import Hydra: only when a checkpoint is compared
-    from rlcore.utils.config_schema import defaults_of
+    from rlcore.config import registry  # the typed configs import Hydra: only when a checkpoint is compared
+    from rlcore.config.schema import defaults_of
 
     entry = registry.find(str(cfg.get("class_name")), ("model",))
     schema = entry.config_class() if entry is not None else None

@@ -3,9 +3,9 @@
 This file is the one home of the defaults. The runner reads :class:`RunnerCfg` (``RUNNER_DEFAULTS``), the
 Hydra tree in ``conf/`` starts from these dataclasses (:func:`store_defaults` registers each as a node that the
 ``conf/`` files extend, so they hold only presets that differ from the defaults), and
-``rlcore.utils.config_check`` checks a composed config against them. The constructors' defaults equal these
+``rlcore.config.check`` checks a composed config against them. The constructors' defaults equal these
 (tests/cli/test_cli_config.py checks every field against the signature). ``docs/config.md`` lists every key
-and is generated from this file (``python -m rlcore.utils.config_doc > docs/config.md``): a comment on a field
+and is generated from this file (``python -m rlcore.config.doc > docs/config.md``): a comment on a field
 (on its line, or on the lines just above it) is its description there.
 
 What is typed and what is free-form:
@@ -19,7 +19,7 @@ What is typed and what is free-form:
   through interpolation, e.g. ``task.num_envs: ${num_envs}``).
 - A ``class_name`` given as a ``package.module:Class`` path (a user's own class) is not checked.
 
-Which ``class_name`` selects which dataclass is the registry's (``rlcore.utils.registry``).
+Which ``class_name`` selects which dataclass is the registry's (``rlcore.config.registry``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from rlcore.utils import registry
+from rlcore.config import registry
 
 
 # ============================================================================ enums (lower-case names = values)
@@ -135,7 +135,7 @@ class LoggerCfg:
 class GaussianDistributionCfg:
     """Diagonal Gaussian with a state-independent std parameter."""
 
-    class_name: str = "GaussianDistribution"  # the class this section builds (rlcore.utils.registry)
+    class_name: str = "GaussianDistribution"  # the class this section builds (rlcore.config.registry)
     init_std: float = 1.0  # initial standard deviation
     std_range: List[float] = field(default_factory=lambda: [1e-6, 1e6])  # [min, max] clamp of the std
     std_type: StdType = StdType.scalar  # parameterisation: scalar (std) or log (log std)
@@ -146,7 +146,7 @@ class GaussianDistributionCfg:
 class HeteroscedasticGaussianDistributionCfg:
     """Diagonal Gaussian whose std is an output of the model."""
 
-    class_name: str = "HeteroscedasticGaussianDistribution"  # the class this section builds (rlcore.utils.registry)
+    class_name: str = "HeteroscedasticGaussianDistribution"  # the class this section builds (rlcore.config.registry)
     init_std: float = 1.0  # standard deviation at initialisation
     std_range: List[float] = field(default_factory=lambda: [1e-6, 1e6])  # [min, max] clamp of the std
     std_type: StdType = StdType.scalar  # parameterisation: scalar (std) or log (log std)
@@ -156,7 +156,7 @@ class HeteroscedasticGaussianDistributionCfg:
 class BetaDistributionCfg:
     """Beta distribution scaled to a bounded action range."""
 
-    class_name: str = "BetaDistribution"  # the class this section builds (rlcore.utils.registry)
+    class_name: str = "BetaDistribution"  # the class this section builds (rlcore.config.registry)
     action_range: List[float] = field(default_factory=lambda: [-1.0, 1.0])  # [low, high] of the actions
     eps: float = 1e-6  # keeps samples off the range's ends
 
@@ -166,7 +166,7 @@ class BetaDistributionCfg:
 class MLPModelCfg:
     """Model over 1D observation groups: normalise, concatenate, MLP head, optional distribution."""
 
-    class_name: str = "MLPModel"  # the class this section builds (rlcore.utils.registry)
+    class_name: str = "MLPModel"  # the class this section builds (rlcore.config.registry)
     # hidden layer sizes of the MLP head (-1: the input size); each shipped task sets its own (conf/task/)
     hidden_dims: List[int] = field(default_factory=lambda: [256, 256, 256])
     activation: str = "elu"  # activation name (rlcore.modules.activation)
@@ -184,7 +184,7 @@ class MLPModelCfg:
 class RNNModelCfg(MLPModelCfg):
     """Recurrent model: GRU/LSTM over the normalised 1D groups, then the MLP head."""
 
-    class_name: str = "RNNModel"  # the class this section builds (rlcore.utils.registry)
+    class_name: str = "RNNModel"  # the class this section builds (rlcore.config.registry)
     rnn_type: RNNType = RNNType.lstm  # gru or lstm
     rnn_hidden_dim: int = 256  # hidden size of the recurrent layers
     rnn_num_layers: int = 1  # stacked recurrent layers
@@ -194,7 +194,7 @@ class RNNModelCfg(MLPModelCfg):
 class CNNModelCfg(MLPModelCfg):
     """1D groups normalised, each 2D group (e.g. a height scan [N, 1, H, W]) through a CNN encoder."""
 
-    class_name: str = "CNNModel"  # the class this section builds (rlcore.utils.registry)
+    class_name: str = "CNNModel"  # the class this section builds (rlcore.config.registry)
     cnn_cfg: Optional[Dict[str, Any]] = None  # CNN arguments (rlcore.modules.CNN) for every 2D group, or per group
 
 
@@ -217,7 +217,7 @@ class ExplorationCfg:
 class PPOCfg:
     """PPO with GAE, clipped surrogate, value loss, entropy bonus and an adaptive-KL learning rate."""
 
-    class_name: str = "PPO"  # the class this section builds (rlcore.utils.registry)
+    class_name: str = "PPO"  # the class this section builds (rlcore.config.registry)
     num_learning_epochs: int = 5  # passes over the rollout per update
     num_mini_batches: int = 4  # mini-batches per epoch
     clip_param: float = 0.2  # epsilon of the clipped ratio (and of the value clipping)
@@ -249,7 +249,7 @@ class PPOCfg:
 class DistillationCfg:
     """Teacher-student distillation: behaviour cloning of a frozen PPO actor into the student."""
 
-    class_name: str = "Distillation"  # the class this section builds (rlcore.utils.registry)
+    class_name: str = "Distillation"  # the class this section builds (rlcore.config.registry)
     num_learning_epochs: int = 1  # replays of the rollout per update
     gradient_length: int = 15  # steps accumulated per optimiser step (truncated back-propagation window)
     learning_rate: float = 1e-3  # learning rate
@@ -388,7 +388,7 @@ def store_defaults() -> None:
 
     A ``conf/`` file starts from one with a defaults-list entry, e.g. ``- /schema/algorithm/PPO@_here_``, and
     sets only what differs. The nodes are plain (untyped): the checks and their messages stay those of
-    ``rlcore.utils.config_check``. Called when Hydra imports ``rlcore.utils.schema_nodes`` (``conf/config.yaml``'s
+    ``rlcore.config.check``. Called when Hydra imports ``rlcore.config.schema_nodes`` (``conf/config.yaml``'s
     ``hydra.searchpath``); idempotent.
     """
     store = ConfigStore.instance()

@@ -2,12 +2,12 @@
 
 Each :class:`Entry` says what a name builds (an import path, imported on first use, so that this low-level
 module imports nothing of rlcore's higher layers), which typed config checks its settings (a dataclass of
-:mod:`rlcore.utils.config_schema`), and the few facts about it that the config checks and the train
+:mod:`rlcore.config.schema`), and the few facts about it that the config checks and the train
 translation need (which runner trains an algorithm, whether it takes extensions, ...). The factory
 (``resolve_callable``), the config checks, the Hydra defaults nodes and ``docs/config.md`` all read it.
 
 To add a model, algorithm, distribution or extension: add its entry here and its typed config in
-``config_schema.py``; ``python -m rlcore.utils.config_doc > docs/config.md`` then documents it.
+``config_schema.py``; ``python -m rlcore.config.doc > docs/config.md`` then documents it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Entry:
     kind: str  # one of KINDS
     name: str  # the ``class_name`` a config gives (an extension: its key, ``extension=[<name>]``)
     target: str  # "package.module:Class" that the name builds, imported on first use
-    schema: str | None = None  # its typed config: a dataclass name in rlcore.utils.config_schema (None: unchecked)
+    schema: str | None = None  # its typed config: a dataclass name in rlcore.config.schema (None: unchecked)
     aliases: tuple[str, ...] = ()  # other accepted names (rsl_rl 4.x class names, short names)
     runner: str | None = None  # algorithm: the name of the runner that trains it
     models: tuple[str, ...] = ()  # algorithm: the train-config keys that model.actor, model.critic fill, in order
@@ -51,7 +51,7 @@ class Entry:
         """The typed config (dataclass) of this entry's settings, or None."""
         if self.schema is None:
             return None
-        return getattr(importlib.import_module("rlcore.utils.config_schema"), self.schema)
+        return getattr(importlib.import_module("rlcore.config.schema"), self.schema)
 
 
 ENTRIES: tuple[Entry, ...] = (

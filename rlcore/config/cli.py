@@ -68,6 +68,21 @@ def group_options(group: str) -> list[str]:
     return sorted(name[:-5] for name in os.listdir(folder) if name.endswith(".yaml"))
 
 
+#: Config groups chosen automatically, not on the command line (``task_algorithm/<task>_<algorithm>.yaml``).
+AUTOMATIC_GROUPS = ("task_algorithm",)
+
+
+def user_groups_help() -> str:
+    """The config groups a user chooses from, one ``group: option, ...`` line each, for ``train --help``.
+
+    Read from ``conf/`` (its folders and their YAML files); the typed ``schema/...`` nodes that the config files
+    start from and the groups chosen automatically (:data:`AUTOMATIC_GROUPS`) are internal and left out.
+    """
+    root = config_dir()
+    groups = sorted(g for g in os.listdir(root) if os.path.isdir(os.path.join(root, g)) and g not in AUTOMATIC_GROUPS)
+    return "\n".join(f"{g}: {', '.join(group_options(g))}" for g in groups if group_options(g))
+
+
 def compose(overrides: Sequence[str], config_name: str = "config", return_hydra_config: bool = False):
     """Compose ``conf/<config_name>.yaml`` with command-line ``overrides`` (Hydra's grammar).
 
@@ -163,7 +178,7 @@ def _free_form_fields() -> set[str]:
     only some of their keys, so it cannot list the valid ones."""
     import dataclasses
 
-    from rlcore.utils import config_schema
+    from rlcore.config import schema as config_schema
 
     return {f.name for v in vars(config_schema).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
             for f in dataclasses.fields(v) if "Dict[" in str(f.type) or str(f.type).startswith("dict")}

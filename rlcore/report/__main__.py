@@ -1,0 +1,5 @@
+"""``python -m rlcore.report``."""
+
+from rlcore.report.cli import main
+
+main()
