@@ -20,9 +20,9 @@ Run (from the repository root)::
     python bench/command_integral.py logs/go2/<run> --gains 0,2 --robots training
     python bench/command_integral.py logs/go2/<run> --gains 2 --limit 0.15 --band 0.2   # the exported default law
 
-The exported graph carries the same law (``rlcore.models.command_integral``: ``python -m rlcore.export ...
+The exported graph carries the same law (``rlcore_tasks.go2.command_integral``: ``python -m rlcore.export ...
 command_integral_gain=K command_integral_limit=L command_integral_band=B``); this bench's defaults (limit 0.3, no
-band) are those its first figures were measured with, the export's (limit 0.15, band 0.2) are in ``tasks/go2``.
+band) are those its first figures were measured with, the export's (limit 0.15, band 0.2) are in ``rlcore_tasks/go2``.
 
 Last line::
 
@@ -31,19 +31,9 @@ Last line::
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting threads
-
 import argparse
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from noise_gap import ROBOTS, probe_env  # noqa: E402  (bench/ is not a package)
+from _common import ROBOTS, probe_env
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,9 +64,9 @@ def run_gain(info, args: argparse.Namespace, k: float) -> dict:
     per step and the error of the mean velocity, and the mean correction ``u`` at the end ``[C, 2]``."""
     import torch
 
-    from rlcore.models.command_integral import integral_step
-    from rlcore.robustness import PROBE_COMMANDS
-    from rlcore.utils.run_files import make_run_policy
+    from rlcore.checkpoint.run_files import make_run_policy
+    from rlcore_tasks.go2.command_integral import integral_step
+    from rlcore_tasks.go2.task import PROBE_COMMANDS
 
     torch.manual_seed(args.seed)
     c = len(PROBE_COMMANDS)
@@ -115,8 +105,8 @@ def run_gain(info, args: argparse.Namespace, k: float) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     import torch
 
-    from rlcore.robustness import PROBE_COMMANDS
-    from rlcore.utils.run_files import load_run
+    from rlcore.checkpoint.run_files import load_run
+    from rlcore_tasks.go2.task import PROBE_COMMANDS
 
     args = parse_args(argv)
     if args.threads:

@@ -13,19 +13,12 @@ Last line: ``cpu_memory_release: after_300MB_freed_MB=<MB> after_loop_MB=<MB>``.
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import contextlib
 import io
-import sys
-from pathlib import Path
+import os
 
+import _common  # noqa: F401  (first: OMP_WAIT_POLICY before numpy and torch load, the repository on sys.path)
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def resident_mb() -> float:
@@ -41,8 +34,8 @@ def freed(mb: int, base: float) -> float:
 
 
 def main() -> None:
+    from rlcore.env.task import make_task
     from rlcore.runners import OnPolicyRunner
-    from tasks.registry import make_task
 
     for keep in (True, False):
         cfg = {"num_steps_per_env": 8, "save_interval": 1000, "logger": "none", "keep_cpu_memory": keep,

@@ -19,17 +19,10 @@ Last line: ``env_throughput: envs=<n> task_steps_per_s=<a> raw_steps_per_s=<b> r
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -48,7 +41,7 @@ def main(argv: list[str] | None = None) -> tuple[float, float]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from tasks.registry import make_task
+    from rlcore.env.task import make_task
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=["task=go2"])

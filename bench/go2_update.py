@@ -23,24 +23,14 @@ Last line: ``go2_update: update=<s> floor=<s> ratio=<update/floor>`` (medians ov
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting threads
-
 import argparse
 import contextlib
 import copy
 import io
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from learner import floor_loss  # noqa: E402  (bench/ is not a package)
+from _common import floor_loss, go2_training
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,7 +100,6 @@ class Floor:
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     import torch
-    from time_to_walk import go2_training
 
     from rlcore.runners import OnPolicyRunner
 

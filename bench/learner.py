@@ -66,16 +66,22 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ACTOR_OBS, PRIVILEGED_OBS, NUM_ACTIONS, STEPS = 48, 187, 12, 24
-EPOCHS, MINI_BATCHES = 5, 4
-CASES: dict[str, dict] = {
-    "mlp": {"num_envs": 4096, "model": "mlp", "hidden_dims": [512, 256, 128], "iterations": 3},
-    "mlp_1024": {"num_envs": 1024, "model": "mlp", "hidden_dims": [512, 256, 128], "iterations": 5},
-    "rnn": {"num_envs": 4096, "model": "rnn", "hidden_dims": [256, 128], "rnn_hidden_dim": 256, "iterations": 3},
-}
-"""Benchmark cases; ``iterations`` is the default number of measured iterations (after ``--warmup``)."""
-TINY_ENV_DIVISOR = 256  # --tiny: 16 envs for the 4096-env cases, 8 for mlp_1024
+from _common import (
+    ACTOR_OBS,
+    CASES,
+    EPISODE_LENGTH,
+    EPOCHS,
+    MINI_BATCHES,
+    NUM_ACTIONS,
+    PRIVILEGED_OBS,
+    ROOT,
+    STEPS,
+    case_settings,
+    default_threads,
+    floor_loss,
+    make_runner,
+)
+
 LIBRARIES = ("rlcore", "rsl_rl")
 FLOOR_CASES = ("mlp", "rnn")
 ALLOCATOR_WORKERS = ("rlcore_plain", "floor_kept")
@@ -91,7 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1, help="warm-up iterations before measuring")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: all cores)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--episode-length", type=int, default=1000, help="time-out period of the zero-cost env")
+    p.add_argument("--episode-length", type=int, default=EPISODE_LENGTH, help="time-out period of the zero-cost env")
     p.add_argument("--no-rsl-rl", action="store_true", help="skip rsl_rl")
     p.add_argument("--no-floor", action="store_true", help="skip the bare-PyTorch floor")
     p.add_argument("--profile", default=None, metavar="CASE", help="profile one update of CASE and exit")
@@ -112,81 +118,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if name not in CASES:
             p.error(f"unknown case '{name}'; valid: {', '.join(CASES)}")
     if args.threads is None:
-        args.threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        args.threads = default_threads()
     return args
 
 
-def case_settings(name: str, args: argparse.Namespace) -> dict:
-    """The case's settings after ``--tiny`` and ``--iterations``."""
-    case = dict(CASES[name])
-    if args.tiny:
-        case["num_envs"] = max(case["num_envs"] // TINY_ENV_DIVISOR, 8)
-        case["iterations"] = 2
-    if args.iterations is not None:
-        case["iterations"] = args.iterations
-    return case
-
-
 # ============================================================================ worker side (imports torch)
-def zero_cost_env(num_envs: int, episode_length: int, device: str):
-    """A VecEnv without physics (see the module docstring); built lazily so the parent never imports torch."""
-    import torch
-    from tensordict import TensorDict
-
-    from rlcore.env import VecEnv
-
-    class ZeroCostEnv(VecEnv):
-        """Cycles through ``pool`` pre-generated observation/reward sets; episodes end by time-out only."""
-
-        def __init__(self, pool: int = 4, seed: int = 0) -> None:
-            self.num_envs, self.num_actions, self.max_episode_length = num_envs, NUM_ACTIONS, episode_length
-            self.device = torch.device(device)
-            self.cfg = {"num_envs": num_envs, "max_episode_length": episode_length}
-            g = torch.Generator(device="cpu").manual_seed(seed)
-            dims = {"policy": ACTOR_OBS, "privileged": PRIVILEGED_OBS}
-            self._obs = [TensorDict({k: torch.randn(num_envs, d, generator=g) for k, d in dims.items()},
-                                    batch_size=[num_envs]).to(self.device) for _ in range(pool)]
-            self._rew = [torch.randn(num_envs, generator=g).to(self.device) for _ in range(pool)]
-            self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
-            self._i = 0
-
-        def get_observations(self) -> TensorDict:
-            return self._obs[self._i]
-
-        def step(self, actions: torch.Tensor):
-            self._i = (self._i + 1) % len(self._obs)
-            self.episode_length_buf += 1
-            time_outs = self.episode_length_buf >= self.max_episode_length
-            self.episode_length_buf.masked_fill_(time_outs, 0)
-            return self._obs[self._i], self._rew[self._i], time_outs, {"time_outs": time_outs}
-
-    return ZeroCostEnv()
-
-
-def train_cfg(case: dict) -> dict:
-    """The rsl_rl 5.x train config of a case (rlcore reads the same format)."""
-    model = {"hidden_dims": case["hidden_dims"], "activation": "elu", "obs_normalization": True}
-    if case["model"] == "rnn":
-        model.update(class_name="RNNModel", rnn_type="lstm", rnn_hidden_dim=case["rnn_hidden_dim"], rnn_num_layers=1)
-    else:
-        model["class_name"] = "MLPModel"
-    return {
-        "seed": 1,
-        "num_steps_per_env": STEPS,
-        "save_interval": 10**9,
-        "logger": "tensorboard",  # nothing is written: log_dir is None
-        "obs_groups": {"actor": ["policy"], "critic": ["policy", "privileged"]},
-        "actor": {**model, "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
-        "critic": dict(model),
-        "algorithm": {
-            "class_name": "PPO", "num_learning_epochs": EPOCHS, "num_mini_batches": MINI_BATCHES,
-            "learning_rate": 1e-3, "schedule": "adaptive", "desired_kl": 0.01, "clip_param": 0.2, "gamma": 0.99,
-            "lam": 0.95, "value_loss_coef": 1.0, "entropy_coef": 0.01, "max_grad_norm": 1.0,
-            "use_clipped_value_loss": True, "rnd_cfg": None, "symmetry_cfg": None,
-        },
-    }
-
-
 def _sync(device: str) -> None:
     if str(device).startswith("cuda"):
         import torch
@@ -229,45 +165,6 @@ class TimedRunner:
             self.rows.append({"collection": total - self._spent["returns"] - self._spent["update"],
                               "returns": self._spent["returns"], "update": self._spent["update"],
                               "total": total, "cpu": cpu})
-
-
-def make_runner(library: str, case: dict, args: argparse.Namespace):
-    """``library``'s OnPolicyRunner on a zero-cost env of ``case``."""
-    if library.startswith("rlcore"):
-        from rlcore.runners import OnPolicyRunner
-    else:
-        from rsl_rl.runners import OnPolicyRunner
-    env = zero_cost_env(case["num_envs"], args.episode_length, args.device)
-    cfg = train_cfg(case)
-    if library.startswith("rlcore") and getattr(args, "compile", False):
-        cfg["algorithm"]["torch_compile"] = True
-    if library == "rlcore_plain":
-        cfg["keep_cpu_memory"] = False
-    elif library == "rlcore":
-        # The bench steps learn(1) at a time; a training run's learn(N) holds kept CPU memory across its N iterations
-        # (released at its end). This process-long hold is the same: the runner's own holds nest inside it.
-        from rlcore.utils.cpu_memory import keep_freed_cpu_memory
-
-        keep_freed_cpu_memory()
-    with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints its models
-        return OnPolicyRunner(env, cfg, None, args.device)
-
-
-def floor_loss(mean, std, actions, old_log_prob, advantages, values, old_values, returns, clip: float = 0.2,
-               value_coef: float = 1.0, entropy_coef: float = 0.01):
-    """The floor's PPO loss on one mini-batch ``[b]`` (``mean``/``actions`` ``[b, A]``, ``std`` ``[A]``): Gaussian
-    log-prob and entropy in closed form, clipped surrogate and clipped value loss (the floors of this script,
-    ``learner_step_ab.py`` and ``go2_update.py``)."""
-    import torch
-
-    half_log_2pi, log_std = 0.5 * math.log(2 * math.pi), std.log()
-    log_prob = (-0.5 * ((actions - mean) / std).square() - log_std - half_log_2pi).sum(-1)
-    entropy = (0.5 + half_log_2pi + log_std).sum()
-    ratio = torch.exp(log_prob - old_log_prob)
-    surrogate = torch.max(-advantages * ratio, -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
-    clipped = old_values + (values - old_values).clamp(-clip, clip)
-    value_loss = torch.max((values - returns).square(), (clipped - returns).square()).mean()
-    return surrogate + value_coef * value_loss - entropy_coef * entropy
 
 
 def floor_step_fn(case: dict, device: str, keep_memory: bool = False):
@@ -421,7 +318,7 @@ class Worker:
             cmd.append("--compile")
         env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads must not spin between small kernels
-        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")  # a checkout without install
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")  # a checkout without install
         self.name, self.case = worker, case
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, env=env, cwd=ROOT)
@@ -490,11 +387,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         run_worker(args)
         return {}
     if args.profile:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        sys.path.insert(0, ROOT)
         run_profile(args)
         return {}
-    sys.path.insert(0, ROOT)
     try:
         import importlib.metadata
 

@@ -19,27 +19,18 @@ Last line: ``learner_step_ab: case=<c> rlcore_step=<s> floor_step=<s> ratio=<rlc
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting threads
-
 import argparse
 import contextlib
 import io
 import statistics
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-
-import learner  # noqa: E402  (bench/learner.py: cases, zero-cost env, runner factory)
+from _common import CASES, EPISODE_LENGTH, NUM_ACTIONS, case_settings, default_threads, floor_loss, make_runner
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--case", default="mlp", choices=[c for c in learner.CASES if learner.CASES[c]["model"] == "mlp"])
+    p.add_argument("--case", default="mlp", choices=[c for c in CASES if CASES[c]["model"] == "mlp"])
     p.add_argument("--rounds", type=int, default=3, help="passes over the rollout's mini-batches")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--tiny", action="store_true", help="smoke run: envs / 256")
@@ -47,11 +38,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     import torch
     import torch.nn as nn
 
-    bench_args = learner.parse_args(["--threads", str(args.threads)] if args.threads else [])
-    bench_args.tiny = args.tiny
+    # learner.py's settings of the case (its defaults; --tiny as there)
+    bench_args = argparse.Namespace(tiny=args.tiny, iterations=None, threads=args.threads or default_threads(),
+                                    device="cpu", episode_length=EPISODE_LENGTH, compile=False)
     torch.set_num_threads(bench_args.threads)
-    case = learner.case_settings(args.case, bench_args)
-    runner = learner.make_runner("rlcore", case, bench_args)
+    case = case_settings(args.case, bench_args)
+    runner = make_runner("rlcore", case, bench_args)
     alg = runner.alg
     with contextlib.redirect_stdout(io.StringIO()):
         runner.learn(1, init_at_random_ep_len=True)  # a real iteration: warm-up rollout, update
@@ -69,15 +61,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             d = h
         return nn.Sequential(*layers, nn.Linear(d, n_out))
 
-    actor, critic = mlp(inputs[0][0].shape[1], learner.NUM_ACTIONS), mlp(inputs[0][1].shape[1], 1)
-    std = nn.Parameter(torch.ones(learner.NUM_ACTIONS))
+    actor, critic = mlp(inputs[0][0].shape[1], NUM_ACTIONS), mlp(inputs[0][1].shape[1], 1)
+    std = nn.Parameter(torch.ones(NUM_ACTIONS))
     optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters(), std], lr=1e-3)
 
     def floor_step(i: int) -> None:
         b, (x_a, x_c) = batches[i], inputs[i]
-        loss = learner.floor_loss(actor(x_a), std, b.actions, b.old_actions_log_prob.squeeze(-1),
-                                  b.advantages.squeeze(-1), critic(x_c).squeeze(-1), b.values.squeeze(-1),
-                                  b.returns.squeeze(-1))
+        loss = floor_loss(actor(x_a), std, b.actions, b.old_actions_log_prob.squeeze(-1),
+                          b.advantages.squeeze(-1), critic(x_c).squeeze(-1), b.values.squeeze(-1),
+                          b.returns.squeeze(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

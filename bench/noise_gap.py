@@ -36,21 +36,12 @@ over and under the command cancel).
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting threads
-
 import argparse
-import copy
 import math
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROBOTS, probe_env
 
 DEFAULT_COMMANDS = "0.5,0,0;1.0,0,0;-0.5,0,0;0,0.5,0;0,-0.5,0"
-ROBOTS = ("nominal", "training")
 JITTER_HZ = 7.0  # oscillation power at and above this frequency counts as jitter
 
 
@@ -80,36 +71,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def probe_env(info, num_envs: int, seed: int, robots: str = "nominal"):
-    """The checkpoint's Go2 task with commands held (no heading control, no resampling) and no pushes. ``robots``:
-    ``"nominal"``, the task's robot without randomisation or observation noise; ``"training"``, the checkpoint's
-    own randomisation and observation noise and its very robot pool (saved with its env state), every env on a robot
-    drawn from the whole pool, as at the end of the curriculum. Envs are not reset by the probe itself: a fall or a
-    time-out restarts that env on another robot of the pool."""
-    from tasks.go2.config import held_commands, no_randomization
-    from tasks.registry import make_task
-
-    if info.task.get("name") != "go2":
-        raise SystemExit(f"error: {info.checkpoint} was trained on task {info.task.get('name')!r}; this bench runs go2")
-    if robots not in ROBOTS:
-        raise ValueError(f"robots={robots!r}: valid: {', '.join(ROBOTS)}")
-    kw = copy.deepcopy(dict(info.task.get("env") or {}))
-    if robots == "nominal":
-        kw["domain_rand"] = {**kw.get("domain_rand", {}), **no_randomization()}
-        kw["obs"] = {**kw.get("obs", {}), "add_noise": False}
-    else:
-        kw["domain_rand"] = {**kw.get("domain_rand", {}), "push_robots": False}
-    kw["commands"] = {**kw.get("commands", {}), **held_commands()}
-    env = make_task("go2", num_envs=num_envs, device="cpu", seed=seed, **kw)
-    if robots == "training":
-        state = info.ckpt.get("env_state") or {}
-        if "physical_variants" in state:  # the run's own pool (a checkpoint without env state: one drawn alike)
-            env.use_robot_pool(state["physical_variants"])
-        env.common_step_counter = max(env.common_step_counter, int(env.cfg_task.domain_rand.curriculum_steps))
-        env.reset()  # every env on a robot of the whole pool
-    return env
-
-
 def run_mode(info, args: argparse.Namespace, sampled: bool, offset: float = 0.0) -> dict:
     """One closed loop: mean velocity reached ``[C, 3]`` per command, the estimator's mean reading (or None) and the
     oscillation of the planar velocity about its mean (rms ``[C]``, share of its power at ``JITTER_HZ`` and above
@@ -117,7 +78,7 @@ def run_mode(info, args: argparse.Namespace, sampled: bool, offset: float = 0.0)
     head reads, along each command's planar direction (the feedback probe; needs a base-velocity estimator)."""
     import torch
 
-    from rlcore.utils.run_files import make_run_policy
+    from rlcore.checkpoint.run_files import make_run_policy
 
     torch.manual_seed(args.seed)
     cmds = torch.tensor(args.command_list, dtype=torch.float32).repeat_interleave(args.envs, dim=0)
@@ -198,7 +159,7 @@ def oscillation(trace, dt: float):
 def main(argv: list[str] | None = None) -> dict:
     import torch
 
-    from rlcore.utils.run_files import load_run
+    from rlcore.checkpoint.run_files import load_run
 
     args = parse_args(argv)
     if args.threads:

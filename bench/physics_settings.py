@@ -1,7 +1,7 @@
 """Which MuJoCo settings keep the Go2 stable over the domain-randomisation range, and what each costs.
 
 For every candidate (integrator, friction cone, solver iterations, physics step) it builds the task's simulator
-(:class:`tasks.go2.sim.Go2Sim`, ``conf/task/go2.yaml``'s gains) whose variant pool holds the corners of the
+(:class:`rlcore_tasks.go2.sim.Go2Sim`, ``conf/task/go2.yaml``'s gains) whose variant pool holds the corners of the
 randomisation range (joint damping 3 with frictionloss 0.4 and the lightest armature; the softest condim-6 feet
 with heavy legs and payload; weak and strong PD gains; 20 ms latency) plus draws from the default ranges, one
 variant per env in turn, and runs two probes:
@@ -28,17 +28,10 @@ marked). Fractions and steps/s are means over the draws.
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT
 
 #: name -> sim settings (physics step dt with the same 20 ms control period).
 CANDIDATES: dict[str, dict] = {
@@ -70,8 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def corner_variants() -> list:
-    """The corners of the default randomisation range (tasks/go2/config.py DomainRandCfg)."""
-    from tasks.go2.randomization import SOFT_SOLIMP, Variant
+    """The corners of the default randomisation range (rlcore_tasks/go2/config.py DomainRandCfg)."""
+    from rlcore_tasks.go2.randomization import SOFT_SOLIMP, Variant
 
     return [
         Variant("damped_stiff", joint_damping=3.0, joint_frictionloss=0.4, joint_armature=0.005, foot_condim=6,
@@ -93,10 +86,10 @@ def run_candidate(name: str, settings: dict, args, seed: int = 0) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from tasks.go2.config import make_config
-    from tasks.go2.randomization import sample_variant
-    from tasks.go2.sim import Go2Sim
-    from tasks.go2.terrain import Terrain
+    from rlcore_tasks.go2.config import make_config
+    from rlcore_tasks.go2.randomization import sample_variant
+    from rlcore_tasks.go2.sim import Go2Sim
+    from rlcore_tasks.go2.terrain import Terrain
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         task_cfg = OmegaConf.to_container(compose("config", overrides=["task=go2"]).task.env, resolve=True) or {}
@@ -153,7 +146,7 @@ def main(argv: list[str] | None = None) -> str:
     args = parse_args(argv)
     import numpy as np
 
-    from tasks.go2.config import SimCfg
+    from rlcore_tasks.go2.config import SimCfg
 
     names = args.only or list(CANDIDATES)
     unknown = [x for x in names if x not in CANDIDATES]

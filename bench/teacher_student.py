@@ -42,19 +42,13 @@ directories, ``exported/``, and ``summary.json`` with every figure. Last line::
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting threads
-
 import argparse
 import json
-import sys
+import os
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from _common import ROOT, WALK_RULE, evaluate, with_policy
 
 #: Overrides of the ``--tiny`` smoke run: 8 envs x 8 steps, small networks, one MuJoCo thread.
 TINY_TEACHER = ["task.num_envs=8", "runner.num_steps_per_env=8", "model.actor.hidden_dims=[32,32]",
@@ -73,9 +67,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--teacher-run", type=str, default=None, help="reuse this PPO run directory (no teacher training)")
     p.add_argument("--out", type=str, default=None, help="output directory (default: logs/teacher_student/<time>)")
     p.add_argument("--tiny", action="store_true", help="a few iterations on a few envs: checks the pipeline only")
-    p.add_argument("--threshold", type=float, default=0.25, help="walking criterion: eval tracking error [m/s]")
-    p.add_argument("--eval-every", type=int, default=10, help="iterations between deterministic evaluations")
-    p.add_argument("--eval-envs", type=int, default=256, help="envs of the deterministic evaluation")
+    p.add_argument("--threshold", type=float, default=WALK_RULE["threshold"],
+                   help="walking criterion: eval tracking error [m/s]")
+    p.add_argument("--eval-every", type=int, default=WALK_RULE["eval_every"],
+                   help="iterations between deterministic evaluations")
+    p.add_argument("--eval-envs", type=int, default=WALK_RULE["eval_envs"], help="envs of the deterministic evaluation")
     p.add_argument("--loop-steps", type=int, default=1000, help="control steps of the ONNX-vs-torch closed loop")
     p.add_argument("--loop-envs", type=int, default=16, help="envs of the ONNX-vs-torch closed loop")
     p.add_argument("--settle-s", type=float, default=1.0, help="robustness: seconds before measuring")
@@ -108,11 +104,10 @@ def train_stage(name: str, overrides: list[str], log_dir: Path, minutes: float, 
     met), ``reached_min`` (training minutes at the first evaluation that met it, else None), ``last_eval_err``.
     """
     from omegaconf import OmegaConf
-    from time_to_walk import evaluate, with_policy
 
+    from rlcore.config.cli import compose
+    from rlcore.env.task import make_task
     from rlcore.train import run
-    from rlcore.utils.cli import compose
-    from tasks.registry import make_task
 
     cfg = compose(overrides)
     env_kwargs = OmegaConf.to_container(cfg.task.env, resolve=True) or {}
@@ -162,9 +157,9 @@ def stage_overrides(args, base: list[str], tiny: list[str], extra: list[str], it
 # ============================================================================ stage 3: export
 def export_stage(run_dir: str, output: Path, args) -> dict:
     """``python -m rlcore.export checkpoint=<run_dir> format=onnx output=<output>`` as a function."""
+    from rlcore.config.cli import parse_key_values
+    from rlcore.config.schema import ExportCfg
     from rlcore.export import export
-    from rlcore.utils.cli import parse_key_values
-    from rlcore.utils.config_schema import ExportCfg
 
     keys = [f"checkpoint={run_dir}", "format=onnx", f"output={output}", "num_envs=2", "verify_steps=16",
             f"seed={args.seed}"]
@@ -185,9 +180,9 @@ def closed_loop_diff(run_dir: str, onnx_path: str, steps: int, num_envs: int, se
     import onnxruntime as ort
     import torch
 
-    from rlcore.models.command_integral import integral_from_interface
-    from rlcore.utils.export import read_onnx_interface
-    from rlcore.utils.run_files import load_run, make_run_env, make_run_policy
+    from rlcore.checkpoint.run_files import load_run, make_run_env, make_run_policy
+    from rlcore.deployment import read_onnx_interface
+    from rlcore_tasks.go2.command_integral import integral_from_interface
 
     meta = read_onnx_interface(onnx_path)
     info = load_run(run_dir)

@@ -26,18 +26,11 @@ Last line: ``time_to_walk: minutes=<m> env_steps=<s> tracking_error=<e> reached=
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting threads
-
 import argparse
 import copy
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import WALK_RULE, evaluate, go2_training, with_policy
 
 #: Fixed commands (vx, vy, yaw rate) of the final per-direction report.
 PROBE_COMMANDS = [(0.5, 0.0, 0.0), (1.0, 0.0, 0.0), (-0.5, 0.0, 0.0), (-1.0, 0.0, 0.0),
@@ -46,38 +39,18 @@ PROBE_COMMANDS = [(0.5, 0.0, 0.0), (1.0, 0.0, 0.0), (-0.5, 0.0, 0.0), (-1.0, 0.0
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--budget-min", type=float, default=15.0, help="stop after this many minutes of training")
-    p.add_argument("--threshold", type=float, default=0.25, help="tracking error target [m/s]")
-    p.add_argument("--eval-every", type=int, default=10, help="iterations between deterministic evaluations")
-    p.add_argument("--eval-envs", type=int, default=256, help="envs of the deterministic evaluation")
+    p.add_argument("--budget-min", type=float, default=WALK_RULE["budget_min"],
+                   help="stop after this many minutes of training")
+    p.add_argument("--threshold", type=float, default=WALK_RULE["threshold"], help="tracking error target [m/s]")
+    p.add_argument("--eval-every", type=int, default=WALK_RULE["eval_every"],
+                   help="iterations between deterministic evaluations")
+    p.add_argument("--eval-envs", type=int, default=WALK_RULE["eval_envs"], help="envs of the deterministic evaluation")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     p.add_argument("--csv", type=str, default=None, help="write the per-iteration record here")
     p.add_argument("--save", type=str, default=None, help="write the final checkpoint here (for rlcore.play)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m rlcore.train")
     return p.parse_args(argv)
-
-
-def evaluate(actor, env, source_env=None, warmup_steps: int = 50, steps: int = 200) -> float:
-    """Mean planar tracking error of the deterministic ``actor`` over ``steps`` after ``warmup_steps``.
-
-    The runner's evaluation (``rlcore.runners.evaluation``, what ``runner.keep_best=lin_vel_error`` and
-    ``runner.stop_at`` use): Go2's per-step ``lin_vel_error_now`` from fresh resets, on the robots of the training
-    env ``source_env``'s curriculum at that point (None: ``env``'s own), the same draw at every call at the same
-    curriculum point, the global generators left as they were.
-    """
-    from rlcore.runners.evaluation import Evaluation
-
-    cached = _EVALUATIONS.get(id(env))
-    key = (warmup_steps, steps, source_env)
-    if cached is None or cached[0] is not env or \
-            (cached[1].warmup_steps, cached[1].num_steps, cached[1].source_env) != key:
-        cached = _EVALUATIONS[id(env)] = (env, Evaluation(env, ["lin_vel_error"], steps, warmup_steps,
-                                                          source_env=source_env))
-    return cached[1](actor)["lin_vel_error"]
-
-
-_EVALUATIONS: dict[int, tuple] = {}  # id(env) -> (env, its Evaluation): one fixed scenario per env
 
 
 def probe(actor, env, steps: int = 250) -> list[tuple[tuple, list[float], int]]:
@@ -105,51 +78,12 @@ def probe(actor, env, steps: int = 250) -> list[tuple[tuple, list[float], int]]:
     return [(PROBE_COMMANDS[i], mean[i], int(falls[i])) for i in range(n)]
 
 
-
-def with_policy(runner, fn, *args):
-    """``fn(actor, *args)`` with the runner's live policy in eval mode; its mode and recurrent state restored after."""
-    actor = runner.alg.get_policy()
-    was_training = actor.training
-    hidden = actor.get_hidden_state() if getattr(actor, "is_recurrent", False) else None
-    actor.eval()
-    try:
-        return fn(actor, *args)
-    finally:
-        actor.train(was_training)
-        if hidden is not None:
-            actor.reset(hidden_state=hidden)
-
-
-def go2_training(seed: int, overrides: list[str], threads: int | None = None) -> tuple:
-    """``(cfg, train_cfg, env_kwargs, env)`` of a ``task=go2`` run (the default config plus ``overrides``, no
-    logger, no console log): the composed Hydra config, the runner's train config, the task's env settings and
-    the training env, with the global generators seeded as ``rlcore.train`` seeds them."""
-    import torch
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rlcore.train import build_train_cfg
-    from rlcore.utils.checkpoint import seed_everything
-    from tasks.registry import make_task
-
-    if threads:
-        torch.set_num_threads(threads)
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["task=go2", "logger=none", f"seed={seed}", "runner.log_interval=1000000",
-                                           *overrides])
-    seed_everything(seed)
-    train_cfg = build_train_cfg(cfg)
-    env_kwargs = OmegaConf.to_container(cfg.task.env, resolve=True) or {}
-    env = make_task(cfg.task.name, num_envs=int(cfg.task.num_envs), device="cpu", seed=seed, **env_kwargs)
-    return cfg, train_cfg, env_kwargs, env
-
-
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     import torch
 
+    from rlcore.env.task import make_task
     from rlcore.runners import OnPolicyRunner
-    from tasks.registry import make_task
 
     cfg, train_cfg, env_kwargs, env = go2_training(args.seed, args.overrides, args.threads)
     eval_env = make_task(cfg.task.name, num_envs=args.eval_envs, device="cpu", seed=10_000 + args.seed, **env_kwargs)

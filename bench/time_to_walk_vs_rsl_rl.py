@@ -42,26 +42,18 @@ rsl_rl_steps=<t>`` (means over seeds of the default runs).
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no busy-waiting threads
-
 import argparse
 import copy
 import inspect
 import json
 import math
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(BENCH))
-
-import time_to_walk  # noqa: E402  (bench/time_to_walk.py: its evaluation and stopping-rule defaults)
+from _common import ROOT, WALK_RULE, evaluate, with_policy  # bench/time_to_walk.py's evaluation and stopping rule
 
 ABLATIONS = {
     "final_obs": "no time-out bootstrap from final observations",
@@ -76,13 +68,12 @@ RSL_RL_RUNNER_KEYS = ("seed", "num_steps_per_env", "save_interval", "obs_groups"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ttw = time_to_walk.parse_args([])  # the stopping rule's defaults, shared with bench/time_to_walk.py
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="1,2", help="comma-separated seeds")
-    p.add_argument("--budget-min", type=float, default=ttw.budget_min, help="training minutes per run at most")
-    p.add_argument("--threshold", type=float, default=ttw.threshold, help="eval tracking error target [m/s]")
-    p.add_argument("--eval-every", type=int, default=ttw.eval_every, help="iterations between evaluations")
-    p.add_argument("--eval-envs", type=int, default=ttw.eval_envs, help="envs of the deterministic evaluation")
+    p.add_argument("--budget-min", type=float, default=WALK_RULE["budget_min"], help="training minutes per run at most")
+    p.add_argument("--threshold", type=float, default=WALK_RULE["threshold"], help="eval tracking error target [m/s]")
+    p.add_argument("--eval-every", type=int, default=WALK_RULE["eval_every"], help="iterations between evaluations")
+    p.add_argument("--eval-envs", type=int, default=WALK_RULE["eval_envs"], help="envs of the deterministic evaluation")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     p.add_argument("--ablations", nargs="?", const=",".join(ABLATIONS), default="",
                    help=f"also run rlcore with one addition off at a time: {', '.join(ABLATIONS)} (bare: all)")
@@ -159,9 +150,9 @@ def run_one(args: argparse.Namespace) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from rlcore.checkpoint.io import seed_everything
+    from rlcore.env.task import make_task
     from rlcore.train import build_train_cfg
-    from rlcore.utils.checkpoint import seed_everything
-    from tasks.registry import make_task
 
     library, variant, seed = args.worker.split(":")
     seed = int(seed)
@@ -216,7 +207,7 @@ def run_one(args: argparse.Namespace) -> dict:
         if (it + 1) % args.eval_every:
             return wall > args.budget_min * 60
         t0 = time.perf_counter()
-        error = time_to_walk.with_policy(runner, time_to_walk.evaluate, eval_env, runner.env)
+        error = with_policy(runner, evaluate, eval_env, runner.env)
         clock["paused"] += time.perf_counter() - t0
         result.update(minutes=wall / 60, env_steps=steps, iterations=it + 1, tracking_error=error)
         print(f"{tag} it={it:4d} wall={wall:7.1f}s env_steps={steps:9d} eval_error={error:.3f} "

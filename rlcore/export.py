@@ -251,16 +251,23 @@ def record_stream(policy, env, device: str, steps: int) -> tuple[list, list, lis
 
 
 def _command_integral_module(policy, env, args: dict):
-    """The policy with its integral loop on the command (:func:`rlcore.models.command_integral.integral_for`: the
-    task's default when ``command_integral_gain`` is null, none at 0), or None; ONNX only."""
-    from rlcore.models.command_integral import integral_for
-
+    """The graph the task exports for ``policy`` (its env's ``export_module``, the task protocol of
+    :mod:`rlcore.env.task`; for the Go2, the policy with its integral loop on the command: the task's default when
+    ``command_integral_gain`` is null, none at 0), or None for the policy alone; ONNX only."""
     gain, limit, band = (args.get(f"command_integral_{k}") for k in ("gain", "limit", "band"))
     if str(args["format"]) != "onnx":
         if gain:
             raise UserError("command_integral_gain > 0 is written into an ONNX graph: use format=onnx.")
         return None
-    return integral_for(policy, env, *(None if x is None else float(x) for x in (gain, limit, band)))
+    hook = getattr(env, "export_module", None)
+    if not callable(hook):
+        if gain:
+            raise UserError(f"command_integral_gain={gain}: the task {type(env).__name__} has no integral loop to "
+                            "export (its env has no export_module); leave the key out.")
+        return None
+    options = {f"command_integral_{k}": None if x is None else float(x)
+               for k, x in zip(("gain", "limit", "band"), (gain, limit, band))}
+    return hook(policy, **options)
 
 
 def _stateful_reference(module, recorded: list) -> list:

@@ -11,7 +11,7 @@ episode), and prints each episode's return and length and the mean of the task's
 - ``onnx=<file>`` runs an exported ONNX policy through onnxruntime instead of the torch model; without
   ``checkpoint=`` the file alone is enough for a Go2 policy: its metadata (actuation, timing, observation layout,
   command ranges) rebuilds the task, on the nominal robot.
-- ``pretrained=<name>`` runs a policy shipped with rlcore (:mod:`rlcore.pretrained`, e.g. ``go2_flat``) that way.
+- ``pretrained=<name>`` runs a policy shipped with rlcore (a task's ``TaskSpec.pretrained``, e.g. ``go2_flat``) that way.
 - ``viewer=true`` opens MuJoCo's interactive viewer instead (go2 tasks): one robot in real time, velocity
   commands from the keyboard (:mod:`rlcore.viewer`).
 
@@ -34,14 +34,15 @@ from rlcore.checkpoint.run_files import RunInfo, load_run, make_run_env, make_ru
 from rlcore.config.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
 from rlcore.config.schema import PlayCfg
 from rlcore.deployment import STATE_INPUTS, read_onnx_interface
+from rlcore.env.task import find_pretrained, get_task, list_tasks, tasks_with
+from rlcore.errors import ConfigError
 from rlcore.logging.logger import metric_name
 from rlcore.logging.video import VideoWriter, control_period, render_frame  # rlcore.export imports control_period here
-from rlcore.pretrained import PRETRAINED, pretrained_path
 
 SUMMARY = ("Run a trained policy in its task deterministically; print episode returns and the task's metrics. "
-           "video=true writes an MP4, onnx=<file> plays an exported ONNX policy (a Go2 file needs no checkpoint), "
-           "pretrained=<name> a policy shipped with rlcore, viewer=true opens MuJoCo's viewer with keyboard "
-           "velocity commands (go2 tasks).")
+           "video=true writes an MP4, onnx=<file> plays an exported ONNX policy (a file whose task rebuilds from its "
+           "interface, e.g. go2's, needs no checkpoint), pretrained=<name> a policy shipped with a task, viewer=true "
+           "opens MuJoCo's viewer with keyboard velocity commands (tasks with a viewer, e.g. go2).")
 
 
 class OnnxActor:
@@ -224,7 +225,7 @@ def _check_args(args: dict) -> int:
     sources = [k for k in ("checkpoint", "pretrained") if args.get(k)]
     if not sources and not args.get("onnx"):
         raise UserError("play needs checkpoint=<model_<it>.pt or a run directory>, onnx=<exported policy.onnx> or "
-                        f"pretrained=<name> ({', '.join(PRETRAINED)}), e.g. python -m rlcore.play "
+                        f"pretrained=<name> ({', '.join(_shipped_names()) or 'none installed'}), e.g. python -m rlcore.play "
                         "checkpoint=logs/pendulum/<run>.")
     if len(sources) > 1 or (args.get("pretrained") and args.get("onnx")):
         raise UserError("pretrained= is a policy of its own: give it without checkpoint= or onnx=.")
@@ -254,7 +255,13 @@ def policy_source(args: dict, device: str) -> PolicySource:
                  + (f"onnx {onnx}" if onnx else f"torch {model}"))
         return PolicySource(info, make_actor, label, os.path.splitext(os.path.basename(info.checkpoint))[0],
                             info.run_dir)
-    path = pretrained_path(str(args["pretrained"])) if args.get("pretrained") else str(args["onnx"])
+    if args.get("pretrained"):
+        try:
+            path = find_pretrained(str(args["pretrained"])).path  # another task's policy: refused below, naming it
+        except ConfigError as err:
+            raise UserError(str(err)) from None
+    else:
+        path = str(args["onnx"])
     meta = onnx_interface(path)
     if args.get("task") and args["task"] != meta["task"]:
         raise UserError(f"task={args['task']}: {path} is a policy for task {meta['task']}; leave task= out or give "
@@ -278,23 +285,24 @@ def onnx_interface(path: str) -> dict:
     if not meta or "task" not in meta or "inputs" not in meta:
         raise UserError(f"onnx={path} carries no rlcore interface (metadata_props); give the checkpoint it was "
                         "exported from too: checkpoint=<run> onnx=<file>.")
-    if meta.get("robot") != "unitree_go2":
-        raise UserError(f"onnx={path} is a {meta['task']} policy; an ONNX file alone replays Go2 policies (their "
-                        "interface rebuilds the task); for other tasks give checkpoint=<run> onnx=<file>.")
+    try:
+        rebuilds = get_task(str(meta["task"])).env_from_interface is not None
+    except ConfigError as err:
+        raise UserError(f"onnx={path} is a policy for task {meta['task']!r}: {err}") from None
+    if not rebuilds:
+        raise UserError(f"onnx={path} is a {meta['task']} policy; an ONNX file alone replays policies of tasks whose "
+                        f"interface rebuilds them ({', '.join(tasks_with('env_from_interface')) or 'none installed'}); "
+                        "for other tasks give checkpoint=<run> onnx=<file>.")
     return meta
 
 
 def env_from_interface(meta: dict) -> dict:
-    """Go2 env settings for replaying an ONNX file: its actuation, timing, observation layout and command ranges
-    (from the interface), on the nominal robot; the task's defaults for the rest."""
-    from tasks.go2.variants import overrides_from_interface  # only for a Go2 file; tasks load lazily
+    """The env settings that replay an exported file, from its task's ``TaskSpec.env_from_interface``."""
+    return get_task(str(meta["task"])).env_from_interface(meta)
 
-    overrides = overrides_from_interface(meta, episode_s=20.0)
-    ranges = meta.get("command_ranges") or {}
-    commands = {k: ranges[k] for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw", "heading", "heading_command",
-                                       "zero_below") if k in ranges}
-    return {"sim": {k: v for k, v in overrides["sim"].items() if k != "threads"}, "control": overrides["control"],
-            "obs": overrides["obs"], "commands": commands, "domain_rand": overrides["domain_rand"]}
+
+def _shipped_names() -> list[str]:
+    return sorted(n for t in list_tasks() for n in get_task(t).pretrained)
 
 
 def run_episodes(env, actor, device: str, episodes: int, per_env: int, max_steps: int, writer, args: dict) -> dict:

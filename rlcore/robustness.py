@@ -1,10 +1,11 @@
-"""``python -m rlcore.robustness <policy.onnx | run dir> [settle_s=1] [measure_s=5] [variants=[...]] [threads=N]``.
+"""``python -m rlcore.robustness policy=<policy.onnx | run dir | shipped name> [settle_s=1] [measure_s=5] [variants=[...]]``.
 
-A deployment check of an exported Go2 policy: the ``.onnx`` file alone (run through onnxruntime, with the
+A deployment check of an exported legged policy: the ``.onnx`` file alone (run through onnxruntime, with the
 joint order, gains, action scale, timing and observation layout read from its ``metadata_props``) walks
-closed-loop in the Go2 MuJoCo simulator on a fixed grid of robot variants (:data:`tasks.go2.variants.ROBUSTNESS_GRID`:
-joint damping and friction, soft and 6-D foot contacts, heavier legs and base, kp -25 %/+25 %, 10/20 ms
-latency, ground friction, and a combined "worst plausible" robot) under fixed probe commands. Every
+closed-loop in its task's simulator on the task's fixed grid of robot variants under the task's probe commands
+(the task supplies both, :class:`rlcore.env.task.RobustnessSuite`; for the Go2,
+:data:`rlcore_tasks.go2.variants.ROBUSTNESS_GRID`: joint damping and friction, soft and 6-D foot contacts, heavier
+legs and base, kp -25 %/+25 %, 10/20 ms latency, ground friction, and a combined "worst plausible" robot). Every
 (variant, command) case is one env of a single batch; each gets ``settle_s`` to reach its command, then
 ``measure_s`` measured.
 
@@ -37,22 +38,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlcore.config.cli import UserError, check_counts, parse_key_values, usage, user_errors
+from rlcore.env.task import RobustnessSuite, find_pretrained, get_task, list_tasks, tasks_with
 from rlcore.errors import ConfigError
-from rlcore.pretrained import PRETRAINED, pretrained_path
 
-# torch, onnxruntime and the Go2 task (MuJoCo) load inside the functions that use them, so that ``--help`` and a
+# torch, onnxruntime and the task's simulator load inside the functions that use them, so that ``--help`` and a
 # bad argument answer at once.
 
-SUMMARY = ("Run an exported Go2 ONNX policy (onnxruntime only; its interface from the file's metadata) on a grid of "
-           "robot variants x probe commands in MuJoCo; print velocity errors and falls per case and variant.")
-
-#: Probe commands: (name, (vx [m/s], vy [m/s], yaw rate [rad/s])).
-PROBE_COMMANDS: tuple[tuple[str, tuple[float, float, float]], ...] = (
-    ("vx_0.5", (0.5, 0.0, 0.0)), ("vx_1.0", (1.0, 0.0, 0.0)), ("vx_-0.5", (-0.5, 0.0, 0.0)),
-    ("vx_-1.0", (-1.0, 0.0, 0.0)), ("vy_0.5", (0.0, 0.5, 0.0)), ("vy_-0.5", (0.0, -0.5, 0.0)),
-    ("yaw_1.0", (0.0, 0.0, 1.0)), ("yaw_-1.0", (0.0, 0.0, -1.0)), ("zero", (0.0, 0.0, 0.0)),
-    ("vx_0.7_yaw_0.5", (0.7, 0.0, 0.5)),
-)
+SUMMARY = ("Run an exported ONNX policy (onnxruntime only; its interface from the file's metadata) on its task's grid "
+           "of robot variants x probe commands; print velocity errors and falls per case and variant.")
 
 #: A non-zero planar command or yaw rate counts as followed when at least this fraction of it is reached (the
 #: planar velocity projected on the command's direction; the yaw rate with the command's sign).
@@ -65,9 +58,9 @@ REQUIRED = ("robot", "joint_names", "default_joint_pos", "kp", "kd", "action_sca
 
 @dataclass
 class RobustnessCfg:
-    """Keys of ``python -m rlcore.robustness`` (the policy may also be given as the first, bare argument)."""
+    """Keys of ``python -m rlcore.robustness``."""
 
-    policy: str = ""  # an exported policy.onnx, or a run directory (its exported/policy.onnx or policy.onnx)
+    policy: str = ""  # an exported policy.onnx, a run directory (its exported/policy.onnx or policy.onnx), or a shipped policy's name
     settle_s: float = 1.0  # seconds to reach the command before measuring
     measure_s: float = 5.0  # seconds measured
     variants: list[str] = field(default_factory=list)  # names from the grid (empty: all)
@@ -81,11 +74,17 @@ class RobustnessCfg:
     seed: int = 0  # seed of the action noise
 
 
+def _shipped() -> dict:
+    """Shipped policy name -> its file, over the registered tasks."""
+    return {n: p.path for t in list_tasks() for n, p in get_task(t).pretrained.items()}
+
+
 def resolve_policy(path: str) -> str:
     """The ONNX file of ``path``: the file itself, a run directory's ``exported/policy.onnx`` / ``policy.onnx``, or
-    the file of a policy shipped with rlcore (``go2_flat``: :mod:`rlcore.pretrained`) when no such path exists."""
-    if path in PRETRAINED and not os.path.exists(path):
-        return pretrained_path(path)
+    the file of a policy shipped with a task (``go2_flat``: the task's ``TaskSpec.pretrained``) when no such path
+    exists."""
+    if not os.path.exists(path) and path in _shipped():
+        return find_pretrained(path).path
     if os.path.isdir(path):
         for candidate in (os.path.join(path, "exported", "policy.onnx"), os.path.join(path, "policy.onnx")):
             if os.path.isfile(candidate):
@@ -94,12 +93,12 @@ def resolve_policy(path: str) -> str:
                         f"python -m rlcore.export checkpoint={path} format=onnx.")
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file or directory; give an exported policy.onnx, a run directory or a "
-                        f"shipped policy ({', '.join(PRETRAINED)}).")
+                        f"shipped policy ({', '.join(_shipped()) or 'none installed'}).")
     return path
 
 
 def load_interface(path: str) -> dict:
-    """The file's rlcore interface; a UserError if it is not ONNX, has none, or is not a Go2 policy."""
+    """The file's rlcore interface; a UserError if it is not ONNX, has none, or its task has no robustness suite."""
     from rlcore.deployment import read_onnx_interface
 
     try:
@@ -110,9 +109,7 @@ def load_interface(path: str) -> dict:
     if not meta:
         raise UserError(f"{path} has no rlcore interface in its metadata (rlcore.* metadata_props); export it with "
                         "this rlcore: python -m rlcore.export checkpoint=<run> format=onnx.")
-    if meta.get("robot") != "unitree_go2":
-        raise UserError(f"{path} is a policy for task {meta.get('task')!r}, not a Go2 policy; the robustness grid "
-                        "runs Go2 policies only.")
+    suite_of(meta, path)  # its task is installed and has a robustness grid
     missing = [k for k in REQUIRED if k not in meta]
     if missing:
         raise UserError(f"{path}: its rlcore metadata lacks {', '.join(missing)} (exported by rlcore "
@@ -120,21 +117,34 @@ def load_interface(path: str) -> dict:
     return meta
 
 
-def select_variants(names: Sequence[str]) -> list:
-    """The grid's variants named in ``names`` (all when empty), in grid order."""
-    from tasks.go2.variants import ROBUSTNESS_GRID
+def suite_of(meta: dict, path: str = "the policy") -> RobustnessSuite:
+    """The robustness suite of the task ``meta`` (an exported file's interface) names; one line when the task is
+    not installed or has none."""
+    task = str(meta.get("task"))
+    try:
+        spec = get_task(task)
+    except ConfigError as err:
+        raise UserError(f"{path} is a policy for task {task!r}: {err}") from None
+    if spec.robustness is None:
+        raise UserError(f"{path} is a policy for task {task!r}, which has no robustness grid; tasks with one: "
+                        f"{', '.join(tasks_with('robustness')) or 'none installed'}.")
+    return spec.robustness()
 
+
+def select_variants(names: Sequence[str], grid: Sequence) -> list:
+    """The variants of ``grid`` (a :class:`~rlcore.env.task.RobustnessSuite`'s) named in ``names`` (all when empty),
+    in grid order."""
     if not names:
-        return list(ROBUSTNESS_GRID)
-    known = [v.name for v in ROBUSTNESS_GRID]
+        return list(grid)
+    known = [v.name for v in grid]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UserError(f"variants: unknown {unknown}; valid: {', '.join(known)}.")
-    return [v for v in ROBUSTNESS_GRID if v.name in names]
+    return [v for v in grid if v.name in names]
 
 
 def evaluate(policy: str, variants: Sequence | None = None,
-             commands: Sequence[tuple[str, tuple[float, float, float]]] = PROBE_COMMANDS, settle_s: float = 1.0,
+             commands: Sequence[tuple[str, tuple[float, ...]]] | None = None, settle_s: float = 1.0,
              measure_s: float = 5.0, threads: int | None = None, solver_iterations: int | None = None,
              table: str = "full", action_noise: float = 0.0, repeats: int = 1, seed: int = 0,
              out: Callable[[str], None] = print) -> dict:
@@ -142,9 +152,8 @@ def evaluate(policy: str, variants: Sequence | None = None,
 
     Args:
         policy: a ``policy.onnx`` with rlcore metadata, or a run directory holding one.
-        variants: :class:`~tasks.go2.variants.Variant` s or grid variant names, e.g. ``["nominal"]`` (default: the
-            whole grid).
-        commands: ``(name, (vx, vy, yaw rate))`` probe commands.
+        variants: the task's variants or their names in its grid, e.g. ``["nominal"]`` (default: the whole grid).
+        commands: ``(name, (vx, vy, yaw rate))`` probe commands (default: the task's).
         settle_s, measure_s: seconds before measuring and seconds measured.
         threads: MuJoCo rollout threads (None: all available cores).
         solver_iterations: MuJoCo solver iterations instead of the file's (None: the policy's own physics).
@@ -165,17 +174,16 @@ def evaluate(policy: str, variants: Sequence | None = None,
         cases whose ``not_followed`` reason, from :func:`not_followed`, is not empty), ``wall_s``, ``policy``,
         ``action_noise``, ``repeats``.
     """
-    from tasks.go2.variants import ROBUSTNESS_GRID
-
     start = time.perf_counter()
     path = resolve_policy(str(policy))
     meta = load_interface(path)
-    variants = list(ROBUSTNESS_GRID if variants is None else variants)
+    suite = suite_of(meta, path)
+    variants = list(suite.grid if variants is None else variants)
     names = [v for v in variants if isinstance(v, str)]
     if names:  # names resolve to the grid's variants, in the order given
-        by_name = {v.name: v for v in select_variants(names)}
+        by_name = {v.name: v for v in select_variants(names, suite.grid)}
         variants = [by_name[v] if isinstance(v, str) else v for v in variants]
-    commands = list(commands)
+    commands = list(suite.probe_commands if commands is None else commands)
     if not variants or not commands:
         raise UserError("robustness: give at least one variant and one command.")
     if not (action_noise >= 0 and int(repeats) >= 1):
@@ -186,25 +194,23 @@ def evaluate(policy: str, variants: Sequence | None = None,
         raise UserError(f"settle_s={settle_s}, measure_s={measure_s}: need settle_s >= 0 and measure_s > 0.")
     control_dt = meta["physics_dt"] * meta["decimation"]
     settle, measured = round(settle_s / control_dt), max(1, round(measure_s / control_dt))
-    env = _grid_env(path, meta, len(variants) * len(commands), (settle + measured + 50) * control_dt, threads,
+    env = _grid_env(suite, path, meta, len(variants) * len(commands), (settle + measured + 50) * control_dt, threads,
                     solver_iterations)
     noise = (float(action_noise), np.random.default_rng(seed)) if action_noise > 0 else None
     run = _run_grid(env, path, meta, variants, commands, settle, measured, noise)
-    result = {"policy": path, **_summarise(run, variants, commands)}
+    result = {"policy": path, **_summarise(run, variants, commands, suite.describe)}
     result["wall_s"] = time.perf_counter() - start
     result["action_noise"], result["repeats"] = float(action_noise), int(repeats)
     _report(result, meta, variants, commands, settle * control_dt, measured * control_dt, table, out)
     return result
 
 
-def _grid_env(path: str, meta: dict, n: int, episode_s: float, threads: int | None, solver_iterations: int | None):
-    """The Go2 task as ``meta`` (the file's interface) describes it, with ``n`` envs; a UserError when this task
-    cannot be that (another robot or observation layout)."""
-    from tasks.go2.variants import Go2VariantEnv
-
+def _grid_env(suite: RobustnessSuite, path: str, meta: dict, n: int, episode_s: float, threads: int | None,
+              solver_iterations: int | None):
+    """The task as ``meta`` (the file's interface) describes it, with ``n`` envs (``suite.make_env``); a UserError
+    when the task cannot be that (another robot or observation layout)."""
     try:
-        return Go2VariantEnv.from_interface(meta, n, episode_s=episode_s, threads=threads,
-                                            solver_iterations=solver_iterations)
+        return suite.make_env(meta, n, episode_s=episode_s, threads=threads, solver_iterations=solver_iterations)
     except ConfigError as err:  # the file describes another robot or layout than this task (not a bug here)
         raise UserError(f"{path}: {' '.join(str(err).split())[:300]}; re-export it with this rlcore.") from None
 
@@ -224,10 +230,10 @@ def _run_grid(env, path: str, meta: dict, variants: list, commands: list, settle
         env.close()
 
 
-def _summarise(run: dict, variants: list, commands: list) -> dict:
+def _summarise(run: dict, variants: list, commands: list, describe: Callable) -> dict:
     """The grid's results from the closed-loop arrays: ``cases`` (one dict per env), ``variants`` (per variant: mean
-    errors over its commands, falls) and the summary figures of :func:`evaluate`'s return value."""
-    from tasks.go2.variants import describe
+    errors over its commands, falls, what ``describe`` says it changes) and the summary figures of
+    :func:`evaluate`'s return value."""
 
     n_cmd = len(commands)
     cases = []
@@ -410,22 +416,22 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m rlcore.robustness`` and ``rlcore-robustness``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
-        text = usage("robustness", RobustnessCfg, SUMMARY)
-        print(text.replace("key=value ...", "<policy.onnx | run dir> key=value ...", 1))
+        print(usage("robustness", RobustnessCfg, SUMMARY))
         return
     with user_errors():
-        if argv and "=" not in argv[0]:
-            argv[0] = f"policy={argv[0]}"
+        if argv and "=" not in argv[0] and not argv[0].startswith("-"):  # arguments are key=value, like every tool's
+            raise UserError(f"arguments are key=value: write policy={argv[0]}.")
         # variants=nominal means variants=[nominal] (one name, or names separated by commas)
         argv = [f"variants=[{a.split('=', 1)[1]}]" if a.startswith("variants=") and not a.startswith("variants=[")
                 else a for a in argv]
         args = parse_key_values(argv, RobustnessCfg, "robustness")
         if not args["policy"]:
-            raise UserError("robustness needs a policy: python -m rlcore.robustness <policy.onnx | run dir>.")
+            raise UserError("robustness needs a policy: python -m rlcore.robustness policy=<policy.onnx | run dir | "
+                            "shipped name>.")
         if args["table"] not in ("full", "summary", "none"):
             raise UserError(f"table={args['table']}: use full, summary or none.")
         check_counts(args, ("threads", "solver_iterations"))  # repeats: evaluate checks it, for Python callers too
-        evaluate(args["policy"], select_variants(args["variants"]), settle_s=float(args["settle_s"]),
+        evaluate(args["policy"], list(args["variants"]) or None, settle_s=float(args["settle_s"]),
                  measure_s=float(args["measure_s"]), threads=args["threads"],
                  solver_iterations=args["solver_iterations"], table=args["table"],
                  action_noise=float(args["action_noise"]), repeats=int(args["repeats"]), seed=int(args["seed"]))

@@ -384,7 +384,7 @@ def run(cfg: DictConfig, log_dir: str | None = None,
     """
     import torch
 
-    from tasks.registry import make_task
+    from rlcore.env.task import make_task
 
     if plan is None or plan.source != _plain_config(cfg):
         plan = prepare(cfg)
@@ -399,7 +399,7 @@ def run(cfg: DictConfig, log_dir: str | None = None,
         log_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
 
     task = c["task"]
-    env = make_task(task["name"], num_envs=int(task["num_envs"]), device=device, seed=int(c["seed"]) + rank,
+    env = make_task(task["name"], task.get("module"), num_envs=int(task["num_envs"]), device=device, seed=int(c["seed"]) + rank,
                     **dict(task.get("env") or {}))
     eval_env = _make_eval_env(c, device) if rank == 0 else None
     runner_cls = registry.get("runner", registry.algorithm_traits(c["algorithm"]["class_name"]).runner).load()
@@ -445,13 +445,13 @@ def _make_eval_env(c: dict, device: str):
     the global generators' states put back afterwards, so that it leaves training as it would be without it.
     """
     from rlcore.checkpoint.io import get_rng_states, set_rng_states
-    from tasks.registry import make_task
+    from rlcore.env.task import make_task
 
     if c["runner"]["keep_best"] is None and c["runner"]["stop_at"] is None:
         return None
     task, rng = c["task"], get_rng_states()
     try:
-        return make_task(task["name"], num_envs=int(c["runner"]["eval_num_envs"]), device=device,
+        return make_task(task["name"], task.get("module"), num_envs=int(c["runner"]["eval_num_envs"]), device=device,
                          seed=int(c["seed"]) + 10_000, **dict(task.get("env") or {}))
     finally:
         set_rng_states(rng)

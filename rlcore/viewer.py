@@ -20,9 +20,10 @@ mouse: rotate and zoom, Ctrl+Q: quit), except that the visualisation flags bound
 equality constraints) stay as they were: those letters are taken.
 
 The task must be a MuJoCo task with velocity commands: its env has ``commands [N, 3]`` (vx, vy, yaw rate),
-``sim.model`` (the ``MjModel`` drawn), ``sim.qpos [N, nq]`` and ``deployment_interface()["command_ranges"]``
-(``go2``, ``go2_rough``). The viewer builds it with one env, the heading mode off, commands never resampled,
-no pushes and hour-long episodes (a fall still resets the robot).
+``sim.model`` (the ``MjModel`` drawn), ``sim.qpos [N, nq]`` and ``deployment_interface()["command_ranges"]``, and
+its :class:`~rlcore.env.task.TaskSpec` gives ``viewer_env``: the env settings for one robot driven by hand (the
+Go2's: heading mode off, commands never resampled, no pushes, hour-long episodes; a fall still resets the robot).
+The viewer builds the task with one env and those settings.
 
 For scripts and tests, ``RLCORE_VIEWER_STATUS=<file.json>`` makes the loop write its state there every few
 steps and after every key: step, episode step, command, base position and yaw, resets, the overlay text, real-time
@@ -48,6 +49,7 @@ import numpy as np
 import torch
 
 from rlcore.checkpoint.run_files import make_run_env
+from rlcore.env.task import get_task, tasks_with
 from rlcore.errors import ConfigError
 from rlcore.logging.video import control_period
 
@@ -59,9 +61,6 @@ KEY_BACKSPACE, KEY_RIGHT, KEY_LEFT, KEY_DOWN, KEY_UP = 259, 262, 263, 264, 265
 BINDINGS = {KEY_UP: (0, 1), KEY_DOWN: (0, -1), KEY_LEFT: (1, 1), KEY_RIGHT: (1, -1), KEY_Q: (2, 1), KEY_E: (2, -1)}
 HELP = ("Up / Down\nLeft / Right\nQ / E\nSpace\nBackspace", "vx + / -\nvy + / -\nyaw rate + / -\nstop\nreset")
 
-#: Settings of the viewer's env on top of the run's own (one robot driven by hand).
-VIEWER_ENV = {"commands": {"heading_command": False, "resampling_time": 1.0e9},
-              "domain_rand": {"push_robots": False}, "episode_length_s": 3600.0}
 STATUS_ENV = "RLCORE_VIEWER_STATUS"
 
 
@@ -139,7 +138,7 @@ def check_viewer_env(env, task: str) -> None:
         missing.append("command ranges (deployment_interface())")
     if missing:
         raise ConfigError(f"viewer=true: task {task} has no {', no '.join(missing)}; the viewer drives MuJoCo tasks "
-                          "with velocity commands: go2, go2_rough.")
+                          f"with velocity commands: {', '.join(tasks_with('viewer_env'))}.")
 
 
 def _merged(base: dict, over: dict) -> dict:
@@ -152,13 +151,17 @@ def _merged(base: dict, over: dict) -> dict:
 def make_viewer_env(info, device: str, seed: int):
     """The checkpoint's task (a :class:`~rlcore.checkpoint.run_files.RunInfo`) as one env for the viewer (see module doc)."""
     task = str(info.task["name"])
+    settings = get_task(task).viewer_env
+    if settings is None:
+        raise ConfigError(f"viewer=true: task {task} is not a velocity-command task (its TaskSpec gives no viewer_env); "
+                          f"the viewer drives MuJoCo tasks with velocity commands: {', '.join(tasks_with('viewer_env'))}.")
     viewer_info = copy.copy(info)
-    viewer_info.task = {**info.task, "env": _merged(dict(info.task.get("env") or {}), VIEWER_ENV)}
+    viewer_info.task = {**info.task, "env": _merged(dict(info.task.get("env") or {}), dict(settings))}
     try:
         env = make_run_env(viewer_info, 1, device, seed)
     except (ConfigError, TypeError) as err:  # a task without these settings cannot be driven by velocity commands
         raise ConfigError(f"viewer=true: task {task} is not a velocity-command task; the viewer drives MuJoCo tasks "
-                          f"with velocity commands: go2, go2_rough (the task refused the viewer's settings: "
+                          f"with velocity commands: {', '.join(tasks_with('viewer_env'))} (the task refused the viewer's settings: "
                           f"{' '.join(str(err).split())[:160]}).") from None
     check_viewer_env(env, task)
     return env
@@ -286,7 +289,7 @@ class _ViewerRun:
         self.start = time.perf_counter()
 
     def set_command(self) -> None:
-        """Write the keys' command into env 0 (the env never resamples it: see ``VIEWER_ENV``)."""
+        """Write the keys' command into env 0 (the env never resamples it: the task's ``viewer_env``)."""
         commands = self.env.commands
         commands[0] = torch.tensor(self.keys.command, dtype=commands.dtype, device=commands.device)
 

@@ -1,4 +1,12 @@
-"""Small fixtures shared by the test suite."""
+"""Small fixtures shared by the test suite, and its tiers (``tests/_tiers.py``, loaded below).
+
+Tiers: ``@pytest.mark.slow`` marks a test that trains a policy, starts processes or otherwise takes over 2 s;
+``@pytest.mark.learning`` one that trains a policy to a threshold (every ``learning`` test is ``slow`` as well).
+``python -m pytest -m "not slow"`` is the quick inner loop; CI runs everything. A test without either marker fails
+when its setup + call take over 2 s ("<nodeid> took X.X s unmarked: mark it @pytest.mark.slow (limit 2 s)"); the
+environment variable ``RLCORE_UNMARKED_LIMIT_S`` sets another limit in seconds (e.g. higher on a slow machine).
+A module- or session-scoped fixture that trains counts against the first test using it: its users are ``slow``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,9 @@ from tensordict import TensorDict
 # MuJoCo picks its GL backend when it is first imported, whichever test does that (a gymnasium MuJoCo env, the
 # viewer): importing the Go2 package first applies its default (EGL without a display), so the rendering tests
 # see the same backend as their skip probe.
-import tasks.go2  # noqa: F401
+import rlcore_tasks.go2  # noqa: F401
+
+pytest_plugins = ["_tiers"]  # tests/_tiers.py: the slow / learning tiers and the unmarked-duration check
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -31,8 +41,8 @@ TINY_GO2 = ["task=go2", "task.num_envs=8", "runner.num_steps_per_env=8", "runner
 @pytest.fixture(scope="session")
 def tiny_go2_run(tmp_path_factory) -> str:
     """The directory of a :data:`TINY_GO2` run (checkpoint, config, policy.onnx), trained once per session."""
+    from rlcore.config.cli import compose
     from rlcore.train import run
-    from rlcore.utils.cli import compose
 
     run_dir = tmp_path_factory.mktemp("tiny_go2")
     run(compose(TINY_GO2), log_dir=str(run_dir))

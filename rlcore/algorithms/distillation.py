@@ -43,7 +43,7 @@ class Distillation:
             without one it acts with its deterministic output. A student with a state estimator (``estimator_cfg``)
             trains it here too: ``loss_coef * MSE(estimate, target groups)`` joins each step's loss (logged as
             ``estimator``), so a deployed student can close a loop on its estimate
-            (:mod:`rlcore.models.command_integral`).
+            (:mod:`rlcore_tasks.go2.command_integral`).
         teacher: teacher model (obs set "teacher"), loaded from a PPO checkpoint's actor and frozen. It only
             ever gives its deterministic output, so its distribution's ``init_std`` does not matter (0 is fine).
         storage: rollout storage of type "distillation".

@@ -141,10 +141,10 @@ def resume_differences(ckpt: dict, checkpoint: str, train_cfg: dict) -> list[str
 # ============================================================================ rebuilding the task and the policy
 def make_run_env(info: RunInfo, num_envs: int, device: str, seed: int):
     """The checkpoint's task with its env settings, ``num_envs`` copies on ``device``."""
-    from tasks.registry import make_task  # tasks sit above rlcore (they import rlcore.env): import on use
+    from rlcore.env.task import make_task  # found through the task registry: rlcore never imports a task
 
     env_kwargs = dict(info.task.get("env") or {})
-    return make_task(str(info.task["name"]), num_envs=int(num_envs), device=device, seed=int(seed), **env_kwargs)
+    return make_task(str(info.task["name"]), info.task.get("module"), num_envs=int(num_envs), device=device, seed=int(seed), **env_kwargs)
 
 
 def make_run_policy(info: RunInfo, env, device: str):

@@ -82,9 +82,12 @@ class TopLevelCfg:
 class TaskCfg:
     """The task (``conf/task/<name>.yaml``); ``env`` is free-form and other keys are allowed."""
 
-    name: str = MISSING  # the task's name in tasks.registry (set by each task file)
+    name: str = MISSING  # the task's registered name (rlcore.env.task; set by each task file)
+    # a module imported before the task is built: its import registers a task that is not installed through the
+    # rlcore.tasks entry point (rlcore.env.task.register_task), e.g. my_package.my_task
+    module: Optional[str] = None
     num_envs: int = 1  # parallel environments
-    env: Optional[Dict[str, Any]] = None  # the task's own settings (e.g. tasks/go2/config.py), checked by the task
+    env: Optional[Dict[str, Any]] = None  # the task's own settings (e.g. rlcore_tasks/go2/config.py), checked by the task
     # observation sets -> observation groups, e.g. {actor: [policy], critic: [policy, privileged]}
     obs_groups: Dict[str, List[str]] = field(default_factory=dict)
     symmetry_function: Optional[str] = None  # 'package.module:function' mirroring obs/actions (extension=symmetry)
@@ -311,7 +314,7 @@ class PlayCfg:
     """``python -m rlcore.play checkpoint=<path> | onnx=<file> | pretrained=<name> [key=value ...]``."""
 
     checkpoint: Optional[str] = None  # model_<it>.pt or a run directory (its newest checkpoint)
-    pretrained: Optional[str] = None  # a policy shipped with rlcore (rlcore.pretrained.PRETRAINED), e.g. go2_flat
+    pretrained: Optional[str] = None  # a policy shipped with a task (its TaskSpec.pretrained, e.g. go2_flat of task go2)
     task: Optional[str] = None  # checked against the policy's task (the checkpoint's or ONNX file's); null: unchecked
     episodes: int = 10  # episodes to run and report
     num_envs: Optional[int] = None  # parallel envs (default: min(episodes, the task's num_envs))
@@ -342,7 +345,7 @@ class ExportCfg:
     device: str = "cpu"  # where the env runs while recording
     seed: int = 0  # seeds the env that records the verification observations
     threads: Optional[int] = None  # torch CPU threads (null: all cores)
-    # Integral action in the ONNX graph (rlcore.models.command_integral): the policy is shown cmd + u, with
+    # Integral action in the ONNX graph (rlcore_tasks.go2.command_integral): the policy is shown cmd + u, with
     # u += gain * dt * (cmd - its own velocity estimate), |u| <= limit; u is a state input/output (u_in/u_out).
     # null: the task's default (task=go2: commands.integral_gain, 2.0) where the policy can carry it (an actor with
     # a base_lin_vel estimator: MLP or RNN, PPO actor or distilled student); 0: the policy alone; > 0: required.

@@ -633,12 +633,12 @@ class OnPolicyRunner:
         return export_jit(self.alg.get_policy().as_jit(), os.path.join(path, filename))
 
     def export_policy_to_onnx(self, path: str, filename: str = "policy.onnx", verbose: bool = False) -> str:
-        """Write the policy as ONNX with the task's deployment interface in its ``metadata_props``; with the task's
-        integral loop on the command where it has one and the policy can carry it (:mod:`rlcore.models.command_integral`)."""
-        from rlcore.models.command_integral import integral_for
-
+        """Write the policy as ONNX with the task's deployment interface in its ``metadata_props``; the graph is the
+        env's ``export_module(policy)`` where it has one (the task protocol, :mod:`rlcore.env.task`: e.g. the Go2's
+        integral loop on the command), else the policy's own."""
         policy = self.alg.get_policy()
-        module = integral_for(policy, self.env) or policy.as_onnx(verbose)
+        task_module = getattr(self.env, "export_module", None)
+        module = (task_module(policy) if callable(task_module) else None) or policy.as_onnx(verbose)
         task = (self.cfg.get("task") or {}).get("name") if isinstance(self.cfg.get("task"), dict) else None
         metadata = policy_metadata(module, policy, self.env, task)
         return export_onnx(module, os.path.join(path, filename), metadata=metadata)

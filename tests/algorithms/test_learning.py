@@ -43,8 +43,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rlcore.env.task import make_task
 from rlcore.runners import DistillationRunner, OnPolicyRunner
-from tasks.registry import make_task
 
 pytestmark = pytest.mark.learning
 
@@ -286,7 +286,7 @@ def test_rnd_ppo_pendulum():
 def test_symmetry_ppo_cartpole():
     """PPO with mirrored data augmentation and the mirror loss balances the pole with an odd policy."""
     symmetry_cfg = {"use_data_augmentation": True, "use_mirror_loss": True, "mirror_loss_coeff": 1.0,
-                    "data_augmentation_func": "tasks.classic.symmetry:cartpole_mirror"}
+                    "data_augmentation_func": "rlcore_tasks.classic.symmetry:cartpole_mirror"}
     cfg = ppo_cfg(gamma=0.99, symmetry_cfg=symmetry_cfg)
     history: list[dict] = []
     start = time.perf_counter()

@@ -576,7 +576,7 @@ def test_ppo_needs_a_stochastic_actor(kit):
 
 # ============================================================================ end to end
 def test_pendulum_iteration_through_factory(kit):
-    from tasks.classic.pendulum import PendulumSwingUp
+    from rlcore_tasks.classic.pendulum import PendulumSwingUp
 
     env = PendulumSwingUp(num_envs=8, max_episode_length=5, seed=0)
     cfg = {

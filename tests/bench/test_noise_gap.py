@@ -60,7 +60,7 @@ def test_training_robots_are_the_checkpoints_randomised_pool_at_full_range(check
     """``--robots training``: the run's own robot pool (the variants saved in the checkpoint, graded as in training),
     every env drawn from all of it (not the curriculum's mildest variant), observation noise on, pushes off; ``nominal``: one robot, the
     task's own, no noise. The two probes reach different velocities, and a bad choice is named."""
-    from rlcore.utils.run_files import load_run
+    from rlcore.checkpoint.run_files import load_run
 
     info = load_run(checkpoint)
     nominal = noise_gap.probe_env(info, 16, seed=0)
@@ -88,7 +88,7 @@ def test_training_robots_are_the_checkpoints_randomised_pool_at_full_range(check
 
 def _pool_params(saved: list[dict]) -> torch.Tensor:
     """The ``variant_params`` table of an env that loads the pool ``saved`` through its state dict (the resume path)."""
-    from tasks.go2.env import Go2Env
+    from rlcore_tasks.go2.env import Go2Env
 
     env = Go2Env(num_envs=2, seed=11, sim={"threads": 1})
     try:

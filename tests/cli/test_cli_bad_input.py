@@ -123,7 +123,7 @@ def test_play_refuses(trained_run, capsys, tmp_path):
 
 
 def test_play_video_needs_a_task_that_renders(trained_run, capsys, monkeypatch):
-    from tasks.classic.base import ClassicTask
+    from rlcore_tasks.classic.base import ClassicTask
 
     monkeypatch.delattr(ClassicTask, "render")
     line = _user_error(play_cli.main, [f"checkpoint={trained_run['dir']}", "video=true", "episodes=1"], capsys)

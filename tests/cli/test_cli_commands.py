@@ -228,7 +228,7 @@ def _last_checkpoint(run_dir) -> dict:
 def test_rnd_and_symmetry_extensions(tmp_path, monkeypatch):
     """The config reaches the algorithm: each stored reward is the env's plus RND's bonus, and the task's mirror
     function augments every PPO mini-batch (spies on PPO.process_env_step and on cartpole_mirror)."""
-    import tasks.classic.symmetry as classic_symmetry
+    import rlcore_tasks.classic.symmetry as classic_symmetry
     from rlcore.algorithms import PPO
 
     steps, mirror_calls = [], []
@@ -263,7 +263,7 @@ def test_rnd_and_symmetry_extensions(tmp_path, monkeypatch):
     ckpt = _last_checkpoint(tmp_path)
     alg = ckpt["train_cfg"]["algorithm"]
     assert alg["rnd_cfg"]["num_outputs"] == 8
-    assert alg["symmetry_cfg"]["data_augmentation_func"] == "tasks.classic.symmetry:cartpole_mirror"
+    assert alg["symmetry_cfg"]["data_augmentation_func"] == "rlcore_tasks.classic.symmetry:cartpole_mirror"
     assert int(ckpt["rnd_state_dict"]["step_count"]) == 2 * 8  # the saved RND saw every env step
 
 

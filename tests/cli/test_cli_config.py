@@ -77,7 +77,7 @@ INVALID = [c for c in COMBINATIONS if _refusal(*c) is not None]
                          ids=[f"{m}-{a}-{'+'.join(e) or 'none'}" for m, a, e in VALID])
 def test_valid_combination_composes_and_builds(model, algorithm, extensions):
     from rlcore.algorithms.factory import construct_algorithm
-    from tasks.registry import make_task
+    from rlcore.env.task import make_task
 
     cfg = compose(_overrides(model, algorithm, extensions))
     teacher = FAKE_TEACHER if algorithm == "distillation" else None

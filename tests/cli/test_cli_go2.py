@@ -90,7 +90,7 @@ def test_train_go2_writes_a_run_directory(go2_run):
 
 def _offscreen_rendering_works() -> bool:
     """Whether MuJoCo can open an offscreen GL context here (EGL or OSMesa system libraries present)."""
-    probe = ("import tasks.go2, mujoco; "
+    probe = ("import rlcore_tasks.go2, mujoco; "
              "mujoco.Renderer(mujoco.MjModel.from_xml_string('<mujoco><worldbody/></mujoco>'), 8, 8).render()")
     return subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120).returncode == 0
 
@@ -238,7 +238,7 @@ def test_go2_rnn_exports_with_parity(tmp_path_factory):
 def test_go2_symmetry_extension(tmp_path, monkeypatch):
     """``extension=[symmetry]`` with the mirror loss, trained in-process with a spy on the task's go2_mirror: the
     function augments every PPO mini-batch and mirrors both halves of the mirror loss, and the loss is reported."""
-    import tasks.go2.symmetry as go2_symmetry
+    import rlcore_tasks.go2.symmetry as go2_symmetry
     from rlcore.algorithms import PPO
     from rlcore.config.cli import compose
     from rlcore.train import run
@@ -266,7 +266,7 @@ def test_go2_symmetry_extension(tmp_path, monkeypatch):
     assert len(losses) == 2 and all(ls["symmetry"] > 0 for ls in losses)
     paths = sorted(tmp_path.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
     sym = torch.load(paths[-1], weights_only=True)["train_cfg"]["algorithm"]["symmetry_cfg"]
-    assert sym["data_augmentation_func"] == "tasks.go2.symmetry:go2_mirror"
+    assert sym["data_augmentation_func"] == "rlcore_tasks.go2.symmetry:go2_mirror"
     assert sym["use_data_augmentation"] and sym["use_mirror_loss"]
 
 

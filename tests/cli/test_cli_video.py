@@ -55,7 +55,7 @@ def _centroid(img: np.ndarray, color: tuple[int, int, int]) -> np.ndarray:
 @pytest.mark.parametrize("task", ["pendulum", "cartpole"])
 def test_classic_tasks_render_the_state(task):
     """The picture follows env 0's state: the pole points where its angle says (0 = up, +pi/2 = right)."""
-    from tasks.registry import make_task
+    from rlcore.env.task import make_task
 
     env = make_task(task, num_envs=2, seed=0)
     angle = 0 if task == "pendulum" else 2  # index of the pole angle in the state

@@ -23,8 +23,9 @@ from rlcore.checkpoint.run_files import load_run, make_run_env, make_run_policy
 from rlcore.config.cli import UserError, parse_key_values
 from rlcore.config.schema import PlayCfg
 from rlcore.deployment import read_onnx_interface
+from rlcore.env.task import find_pretrained
 from rlcore.play import OnnxActor, onnx_interface, play, policy_source
-from rlcore.pretrained import PRETRAINED, pretrained_path
+from rlcore_tasks.go2.pretrained import PRETRAINED
 
 pytest.importorskip("mujoco")
 
@@ -36,7 +37,7 @@ def play_args(*keys: str) -> dict:
 def test_shipped_files_are_small_and_carry_their_interface():
     total = 0
     for name, entry in PRETRAINED.items():
-        path = pretrained_path(name)
+        path = find_pretrained(name).path
         total += os.path.getsize(path)
         meta = read_onnx_interface(path)
         assert meta["task"] == entry.task and meta["robot"] == "unitree_go2", name
@@ -97,7 +98,7 @@ def test_metadata_actor_gives_the_checkpoints_torch_actions(rnn_history_run):
     same actions over 30 steps, through a reset of env 0 at step 10 (recurrent state zeroed in both). The file
     carries the task's integral loop after the LSTM (the actor has the default base_lin_vel estimator), so the torch
     side is the policy inside its torch twin of that loop, its states (h, c, u) carried and reset the same way."""
-    from rlcore.models.command_integral import integral_from_interface
+    from rlcore_tasks.go2.command_integral import integral_from_interface
 
     run_dir, onnx = rnn_history_run
     info = load_run(str(run_dir))
@@ -142,7 +143,7 @@ def test_bad_input_is_one_line(trained_run, tmp_path):
         play(play_args(f"onnx={tmp_path / 'missing.onnx'}"))
     pendulum_onnx = trained_run["dir"] / "policy.onnx"
     assert pendulum_onnx.is_file()
-    with pytest.raises(UserError, match=r"is a pendulum policy; an ONNX file alone replays Go2 policies"):
+    with pytest.raises(UserError, match=r"is a pendulum policy; an ONNX file alone replays policies of tasks whose interface rebuilds them \(go2, go2_rough\)"):
         play(play_args(f"onnx={pendulum_onnx}"))
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a model")
@@ -157,13 +158,13 @@ def test_command_line_reports_a_missing_policy_in_one_line():
 
 
 def test_robustness_takes_a_shipped_policy_by_name():
-    """``python -m rlcore.robustness go2_flat`` runs the shipped file: on the nominal robot the teacher tracks the
+    """``python -m rlcore.robustness policy=go2_flat`` runs the shipped file: on the nominal robot the teacher tracks the
     probe commands (a standing policy scores ~0.5 m/s) without a fall."""
-    from rlcore.robustness import evaluate, resolve_policy, select_variants
+    from rlcore.robustness import evaluate, resolve_policy
 
-    assert resolve_policy("go2_flat") == pretrained_path("go2_flat")
+    assert resolve_policy("go2_flat") == find_pretrained("go2_flat").path
     lines = []
-    result = evaluate("go2_flat", variants=select_variants(["nominal"]), threads=1, table="none", out=lines.append)
-    assert result["policy"] == pretrained_path("go2_flat")
+    result = evaluate("go2_flat", variants=["nominal"], threads=1, table="none", out=lines.append)
+    assert result["policy"] == find_pretrained("go2_flat").path
     assert result["nominal_err"] < 0.1 and result["falls"] == 0
     assert lines[-1].startswith("robustness: nominal_err=")

@@ -75,7 +75,7 @@ def test_a_bug_while_restoring_state_keeps_its_traceback(tmp_path, interrupted, 
     """Before: any KeyError/ValueError/RuntimeError of runner.load became 'does not fit this run's model'."""
     from rlcore.config.cli import compose
     from rlcore.train import UserError, prepare, run
-    from tasks.classic.base import ClassicTask
+    from rlcore_tasks.classic.base import ClassicTask
 
     def broken(self, state):
         raise KeyError("a bug in restoring env state")

@@ -115,7 +115,7 @@ def test_a_task_without_velocity_commands_is_one_config_error():
         make_viewer_env(info, "cpu", 0)
     message = str(err.value)
     assert message.startswith("viewer=true: task pendulum is not a velocity-command task") and "\n" not in message
-    assert "go2, go2_rough" in message and "commands" in message  # the valid tasks, the refused setting
+    assert "go2, go2_rough" in message and "viewer_env" in message  # the valid tasks, what the task lacks
 
 
 def test_no_display_is_one_config_error(monkeypatch):

@@ -24,7 +24,7 @@ rsl_rl = pytest.importorskip("rsl_rl")
 
 from api_walk import walk  # noqa: E402  (after the skip: it imports rsl_rl)
 
-from tasks.registry import make_task  # noqa: E402
+from rlcore.env.task import make_task  # noqa: E402
 
 # path -> the problems tolerated there (substrings of the walk's messages; "missing": the whole name).
 DELIBERATE: dict[str, list[str]] = {

@@ -17,9 +17,9 @@ from typing import ClassVar
 import pytest
 import torch
 
+from rlcore.env.task import make_task
 from rlcore.runners import OnPolicyRunner
 from rlcore.utils import LogWriter
-from tasks.registry import make_task
 
 NUM_ENVS, STEPS = 16, 8
 

@@ -28,9 +28,9 @@ import torch.distributed as dist
 
 from rlcore.algorithms.ppo import _normalize
 from rlcore.distributed import all_reduce_mean_grads, multi_gpu_cfg_from_env, pooled_moments
+from rlcore.env.task import make_task
 from rlcore.modules import EmpiricalNormalization
 from rlcore.runners import DistillationRunner, OnPolicyRunner
-from tasks.registry import make_task
 
 NUM_ENVS = 64
 NUM_STEPS = 16

@@ -12,7 +12,7 @@ pytest.importorskip("gymnasium", minversion="1.1")
 from hydra import compose, initialize_config_dir
 
 from rlcore.env import GymnasiumVecEnv
-from tasks.registry import make_task
+from rlcore.env.task import make_task
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
 

@@ -36,7 +36,7 @@ from update_check import assert_each_update_improved, watch_updates  # noqa: E40
 
 from rlcore.env import GymnasiumVecEnv, VecEnv  # noqa: E402
 from rlcore.env.gymnasium import NO_TIME_LIMIT  # noqa: E402
-from tasks.registry import make_task  # noqa: E402
+from rlcore.env.task import make_task  # noqa: E402
 
 register_test_envs()
 

@@ -13,7 +13,7 @@ from rsl_rl_style_env import RslRlStyleEnv
 
 from rlcore.algorithms.factory import construct_algorithm, env_step_dt
 from rlcore.env.legged_gym import LeggedGymVecEnv
-from tasks.registry import make_task
+from rlcore.env.task import make_task
 
 GAUSSIAN = {"class_name": "GaussianDistribution", "init_std": 1.0}
 

@@ -1,4 +1,4 @@
-"""The command integral in the exported graph (rlcore.models.command_integral, ``export command_integral_gain=``):
+"""The command integral in the exported graph (rlcore_tasks.go2.command_integral, ``export command_integral_gain=``):
 the policy is shown its command shifted by ``u`` (current and history frames), ``u`` integrates ``cmd - estimate``
 within its limit, the ONNX file carries ``u_in``/``u_out`` as a recurrent state that the robustness tool feeds back."""
 
@@ -94,7 +94,7 @@ def test_a_recurrent_policy_carries_the_loop_after_its_memory(go2_run, rnn_type)
     each with its own ``u``, the graph's actions and memory equal the eager RNNModel's on observations whose command
     columns are moved by ``u * 2.0``, and ``u_out = u + gain * dt * (cmd - estimate)`` from the eager estimate."""
     from rlcore.models import RNNModel
-    from rlcore.models.command_integral import integral_for
+    from rlcore_tasks.go2.command_integral import integral_for
 
     env = go2_run["env"]
     obs = env.get_observations()
@@ -134,7 +134,7 @@ def test_a_recurrent_policy_carries_the_loop_after_its_memory(go2_run, rnn_type)
 def test_bad_requests_are_one_line(go2_run):
     from rlcore.config.cli import UserError
     from rlcore.export import _command_integral_module
-    from rlcore.models.command_integral import command_integral_policy
+    from rlcore_tasks.go2.command_integral import command_integral_policy
 
     with pytest.raises(UserError, match="use format=onnx"):
         _command_integral_module(go2_run["policy"], go2_run["env"], {
@@ -209,7 +209,7 @@ def test_go2_exports_carry_the_tasks_loop_by_default(go2_run, tmp_path):
     ``commands.integral_gain`` (2.0), ``integral_limit`` (0.15) and ``integral_band`` (0.2); a pendulum policy has no loop to carry."""
     from rlcore.deployment import read_onnx_interface
     from rlcore.export import export
-    from rlcore.models.command_integral import integral_for, integral_from_interface
+    from rlcore_tasks.go2.command_integral import integral_for, integral_from_interface
 
     default = tmp_path / "default.onnx"
     export({"checkpoint": go2_run["dir"], "output": str(default), "num_envs": 2, "verify_steps": 4})

@@ -156,7 +156,7 @@ def go2_plan(algorithm: str, log_dir: str, teacher: str | None = None, extra: tu
 
 def make_runner(plan, log_dir: str | None, rank: int = 0):
     """The task's env (seed + rank) and the plan's runner, as ``rlcore.train`` builds them."""
-    from tasks.registry import make_task
+    from rlcore.env.task import make_task
 
     c = plan.cfg
     env = make_task(c["task"]["name"], num_envs=int(c["task"]["num_envs"]), device="cpu", seed=int(c["seed"]) + rank,

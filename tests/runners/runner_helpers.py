@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from tasks.registry import make_task
+from rlcore.env.task import make_task
 
 NUM_ENVS = 64
 GAUSSIAN = {"class_name": "GaussianDistribution", "init_std": 1.0}

@@ -15,7 +15,7 @@ from tensordict import TensorDict
 from rlcore.checkpoint.io import load_checkpoint
 from rlcore.runners import OnPolicyRunner
 from rlcore.runners.evaluation import Evaluation
-from tasks.go2 import Go2Env
+from rlcore_tasks.go2 import Go2Env
 
 
 class Zero(torch.nn.Module):

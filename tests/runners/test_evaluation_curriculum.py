@@ -5,7 +5,7 @@ import math
 from runner_helpers import base_cfg
 
 from rlcore.runners import OnPolicyRunner
-from tasks.go2 import Go2Env
+from rlcore_tasks.go2 import Go2Env
 
 DR = {"num_variants": 16, "curriculum_steps": 20}
 

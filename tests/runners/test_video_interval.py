@@ -122,7 +122,7 @@ def test_wandb_offline_run_gets_the_clip(tmp_path, monkeypatch):
 
 def _mujoco_renders() -> bool:
     """Whether MuJoCo can open an offscreen GL context here (EGL or OSMesa system libraries present)."""
-    probe = ("import tasks.go2, mujoco; "
+    probe = ("import rlcore_tasks.go2, mujoco; "
              "mujoco.Renderer(mujoco.MjModel.from_xml_string('<mujoco><worldbody/></mujoco>'), 8, 8).render()")
     return subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120).returncode == 0
 
@@ -130,7 +130,7 @@ def _mujoco_renders() -> bool:
 @pytest.mark.skipif(not _mujoco_renders(), reason="no offscreen GL here (install libegl1 or libosmesa6)")
 def test_go2_video_leaves_training_unchanged(tmp_path):
     """Go2 renders env 0 from a copy of its joint state: 4 envs, 3 iterations, same weights with videos on."""
-    from tasks.registry import make_task
+    from rlcore.env.task import make_task
 
     keys = {"obs_groups": {"actor": ["policy"], "critic": ["policy", "privileged"]}}
     runs = {}

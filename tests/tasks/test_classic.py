@@ -13,8 +13,8 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env import VecEnv
-from tasks.classic import CartPole, PendulumSwingUp
-from tasks.registry import list_tasks, make_task, register_task
+from rlcore.env.task import list_tasks, make_task, register_task
+from rlcore_tasks.classic import CartPole, PendulumSwingUp
 
 
 # ---------------------------------------------------------------------------- hand computations

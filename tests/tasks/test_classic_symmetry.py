@@ -1,4 +1,4 @@
-"""Tests of tasks.classic.symmetry.cartpole_mirror: layout, both observation variants, and that it is a true
+"""Tests of rlcore_tasks.classic.symmetry.cartpole_mirror: layout, both observation variants, and that it is a true
 symmetry of the cart-pole dynamics (the mirrored state under the mirrored action stays the mirror image)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.extensions import Symmetry
-from tasks.classic.cartpole import CartPole
-from tasks.classic.symmetry import cartpole_mirror
+from rlcore_tasks.classic.cartpole import CartPole
+from rlcore_tasks.classic.symmetry import cartpole_mirror
 
 
 @pytest.mark.parametrize("hide_velocity", [False, True])

@@ -1,4 +1,4 @@
-"""Tests of the Unitree Go2 MuJoCo task (tasks/go2): physics, PD actuation, episode bookkeeping, rewards,
+"""Tests of the Unitree Go2 MuJoCo task (rlcore_tasks/go2): physics, PD actuation, episode bookkeeping, rewards,
 terrain and height scan, configuration errors, logging, exact resume, and a short learning run.
 
 Expected values are computed by hand (numbers written out below) or from the pre-step state in float64,
@@ -21,10 +21,10 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env import VecEnv
-from tasks.go2 import Go2Env
-from tasks.go2 import rewards as R
-from tasks.go2.config import ConfigError, make_config, no_randomization
-from tasks.registry import make_task
+from rlcore.env.task import make_task
+from rlcore_tasks.go2 import Go2Env
+from rlcore_tasks.go2 import rewards as R
+from rlcore_tasks.go2.config import ConfigError, make_config, no_randomization
 
 DT = 0.02  # control period: 0.005 s physics step x decimation 4
 DEFAULT_POSE = [0.1, 0.8, -1.5, -0.1, 0.8, -1.5, 0.1, 1.0, -1.5, -0.1, 1.0, -1.5]
@@ -654,7 +654,7 @@ def test_heading_fraction_holds_the_sampled_yaw_rate_of_the_other_envs():
     assert 60 < int(under.sum()) < 140  # ~100 of 400 (binomial sd ~9)
     env._update_heading_commands()
     assert torch.equal(env.commands[~under, 2], sampled[~under])  # held: the sampled rate
-    from tasks.go2.env import wrap_to_pi, yaw_of
+    from rlcore_tasks.go2.env import wrap_to_pi, yaw_of
     expected = (0.5 * wrap_to_pi(env.heading_target - yaw_of(env.base_quat))).clamp(-1.0, 1.0)
     assert close(env.commands[under, 2], expected[under], atol=1e-6)
     assert not torch.equal(env.commands[under, 2], sampled[under])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlcore.errors import ConfigError
-from tasks.go2 import Go2Env
+from rlcore_tasks.go2 import Go2Env
 
 ROUGH = {"type": "rough", "num_levels": 4, "num_cols": 2, "tile_size": 4.0, "max_init_level": 0}
 SCHEDULE = {"tracking_lin_vel_fine": [[0, 0.0], [100, 1.0]]}

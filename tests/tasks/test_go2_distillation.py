@@ -19,8 +19,8 @@ import torch
 
 pytest.importorskip("mujoco")
 
+from rlcore.env.task import make_task
 from rlcore.runners import DistillationRunner, OnPolicyRunner
-from tasks.registry import make_task
 
 TEACHER_GROUPS = ["policy", "privileged"]
 TEACHER = {"class_name": "MLPModel", "hidden_dims": [32, 32], "obs_normalization": False}

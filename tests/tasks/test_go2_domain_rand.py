@@ -1,4 +1,4 @@
-"""Domain randomisation of the Go2 task (tasks/go2/randomization.py, DomainRandCfg): each randomisation changes
+"""Domain randomisation of the Go2 task (rlcore_tasks/go2/randomization.py, DomainRandCfg): each randomisation changes
 the compiled MuJoCo model (read back from the variants) or the applied torque, and nothing else; each turns off to
 the nominal model; array edits equal compiling the edited MJCF; latency, per-episode sensor biases, privileged
 observations of the drawn values; physics failures are counted, terminated and reset.
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from rlcore.env import ConfigError
-from tasks.go2 import Go2Env
-from tasks.go2.config import no_randomization
-from tasks.go2.randomization import FOOT_GEOMS, LEG_BODIES, SOFT_SOLIMP, Variant, apply_variant, sample_variant
+from rlcore_tasks.go2 import Go2Env
+from rlcore_tasks.go2.config import no_randomization
+from rlcore_tasks.go2.randomization import FOOT_GEOMS, LEG_BODIES, SOFT_SOLIMP, Variant, apply_variant, sample_variant
 
 DEFAULT_POSE = [0.1, 0.8, -1.5, -0.1, 0.8, -1.5, 0.1, 1.0, -1.5, -0.1, 1.0, -1.5]
 LEG_DOFS = slice(6, 18)  # after the free joint
@@ -139,9 +139,9 @@ def test_everything_off_is_the_nominal_robot():
 
 def test_array_edits_equal_compiling_the_edited_mjcf():
     """apply_variant (array edits + mj_setConst) against an independent MjSpec edit and compile."""
-    from tasks.go2.config import make_config
-    from tasks.go2.sim import build_spec
-    from tasks.go2.terrain import Terrain
+    from rlcore_tasks.go2.config import make_config
+    from rlcore_tasks.go2.sim import build_spec
+    from rlcore_tasks.go2.terrain import Terrain
 
     cfg = make_config({"sim": {"threads": 1}})
     terrain = Terrain(cfg.terrain, 1, torch.device("cpu"), torch.Generator())
@@ -386,7 +386,7 @@ def test_a_resume_with_another_seed_keeps_the_physical_variant_pool():
     seed differs (a changed command line) still simulates the same robots, step for step."""
     import io
 
-    from tasks.go2.env import Go2Env
+    from rlcore_tasks.go2.env import Go2Env
 
     a, b = Go2Env(num_envs=4, seed=0), Go2Env(num_envs=4, seed=99)
     assert a.sim.physical != b.sim.physical

@@ -14,9 +14,9 @@ pytest.importorskip("mujoco")
 from rlcore.deployment import export_onnx, obs_layout, policy_metadata, read_onnx_interface
 from rlcore.models import MLPModel
 from rlcore.robustness import evaluate
-from tasks.go2 import Go2Env
-from tasks.go2.symmetry import mirror_observations
-from tasks.go2.variants import ROBUSTNESS_GRID, Go2VariantEnv
+from rlcore_tasks.go2 import Go2Env
+from rlcore_tasks.go2.symmetry import mirror_observations
+from rlcore_tasks.go2.variants import ROBUSTNESS_GRID, Go2VariantEnv
 
 L = 3  # history frames
 W = Go2Env.POLICY_SIZE

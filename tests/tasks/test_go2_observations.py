@@ -1,4 +1,4 @@
-"""The Go2 observation terms are declared once (tasks/go2/observations.py): the env's observation vectors and the
+"""The Go2 observation terms are declared once (rlcore_tasks/go2/observations.py): the env's observation vectors and the
 deployment metadata's ``observation_groups`` are both generated from that declaration, so they cannot drift.
 
 The env's columns are checked against values computed here by hand from the env's state tensors with the
@@ -14,9 +14,9 @@ import torch
 pytest.importorskip("mujoco")
 
 from rlcore.deployment import read_onnx_interface
-from tasks.go2 import Go2Env, observations
-from tasks.go2.config import make_config
-from tasks.go2.randomization import PHYSICAL_TERMS
+from rlcore_tasks.go2 import Go2Env, observations
+from rlcore_tasks.go2.config import make_config
+from rlcore_tasks.go2.randomization import PHYSICAL_TERMS
 
 # Noise amplitudes 0 (no per-step draw) but add_noise on: the per-episode sensor biases are in the observations,
 # and a term whose bias were dropped or doubled would be caught.
@@ -173,7 +173,7 @@ def test_every_term_states_its_unit():
 
 @pytest.mark.parametrize("name", ["go2_flat", "go2_flat_student"])
 def test_the_shipped_policies_layout_is_what_the_declaration_generates(name):
-    """The ONNX files in rlcore/pretrained were exported before the declaration existed: the metadata the
+    """The ONNX files in rlcore_tasks/go2/pretrained were exported before the declaration existed: the metadata the
     task generates today for their configuration (conf/task/go2.yaml: 5 history frames) is theirs, key for key."""
     from pathlib import Path
 
@@ -187,9 +187,9 @@ def test_the_shipped_policies_layout_is_what_the_declaration_generates(name):
 
 
 def test_the_mirror_tables_keep_every_term_in_its_columns():
-    """tasks/go2/symmetry.py's column permutations (written by hand) move each declared term's columns among
+    """rlcore_tasks/go2/symmetry.py's column permutations (written by hand) move each declared term's columns among
     themselves only, so the mirror stays aligned with the declared layout."""
-    from tasks.go2 import symmetry
+    from rlcore_tasks.go2 import symmetry
 
     groups = observations.observation_groups(make_config({}))
     for group, perm in (("policy", symmetry._POLICY_PERM), ("privileged", symmetry._PRIV_PERM)):

@@ -13,9 +13,9 @@ import pytest
 mujoco = pytest.importorskip("mujoco")
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-import tasks.go2.sim as go2_sim  # noqa: E402
+import rlcore_tasks.go2.sim as go2_sim  # noqa: E402
+from rlcore.env.task import make_task  # noqa: E402
 from rlcore.errors import ConfigError  # noqa: E402
-from tasks.registry import make_task  # noqa: E402
 
 ROUGH = {"type": "rough"}
 

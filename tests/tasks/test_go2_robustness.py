@@ -1,4 +1,4 @@
-"""The Go2 model variants (tasks/go2/variants.py) and the ONNX-only robustness tool (rlcore/robustness.py).
+"""The Go2 model variants (rlcore_tasks/go2/variants.py) and the ONNX-only robustness tool (rlcore/robustness.py).
 
 - every variant of the grid changes exactly the compiled-model arrays it names, to the values written here;
 - latency delays the applied PD target by exactly k physics steps (the ctrl MuJoCo receives, and the physics);
@@ -23,11 +23,11 @@ from rlcore.config.cli import UserError
 from rlcore.deployment import policy_metadata, read_onnx_interface, write_onnx_metadata
 from rlcore.models import MLPModel
 from rlcore.robustness import evaluate, main, not_followed
-from tasks.go2 import Go2Env
-from tasks.go2.config import make_config, no_randomization
-from tasks.go2.sim import Go2Sim
-from tasks.go2.terrain import Terrain
-from tasks.go2.variants import (
+from rlcore_tasks.go2 import Go2Env
+from rlcore_tasks.go2.config import make_config, no_randomization
+from rlcore_tasks.go2.sim import Go2Sim
+from rlcore_tasks.go2.terrain import Terrain
+from rlcore_tasks.go2.variants import (
     ROBUSTNESS_GRID,
     Go2VariantEnv,
     Variant,
@@ -329,16 +329,19 @@ def test_refuses_files_without_a_go2_interface(tmp_path, go2_meta, capsys):
     with pytest.raises(UserError, match="has no rlcore interface"):
         evaluate(bare, out=lambda _: None)
     other = constant_policy(tmp_path / "other.onnx", 0.0, {"task": "pendulum", "version": "0.1.0"})
-    with pytest.raises(UserError, match="not a Go2 policy"):
+    with pytest.raises(UserError, match="task 'pendulum', which has no robustness grid; tasks with one: go2, go2_rough"):
         evaluate(other, out=lambda _: None)
     with pytest.raises(SystemExit) as exit_info:  # the command line: one error line, exit status 2
-        main([bare])
+        main([f"policy={bare}"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "python -m rlcore.export" in err[0]
     with pytest.raises(SystemExit):
-        main([str(tmp_path / "missing.onnx")])
+        main([f"policy={tmp_path / 'missing.onnx'}"])
     assert "no such file or directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # arguments are key=value, like every rlcore tool's
+        main([str(bare)])
+    assert f"arguments are key=value: write policy={bare}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("variants", ["variants=[nominal]", "variants=nominal"])
@@ -346,7 +349,7 @@ def test_command_line_on_a_run_directory(tmp_path, go2_meta, capsys, variants):
     (tmp_path / "exported").mkdir()
     path = constant_policy(tmp_path / "exported" / "policy.onnx", 0.0, go2_meta)
     assert read_onnx_interface(path)["kp"] == [KP] * 12
-    main([str(tmp_path), variants, "settle_s=1", "measure_s=0.4", "threads=1", "table=summary"])
+    main([f"policy={tmp_path}", variants, "settle_s=1", "measure_s=0.4", "threads=1", "table=summary"])
     last = capsys.readouterr().out.strip().splitlines()[-1]
     match = re.fullmatch(r"robustness: nominal_err=(\S+) mean_err=(\S+) worst_err=(\S+) falls=0/10 policy=(.+)", last)
     assert match and match.group(4) == path

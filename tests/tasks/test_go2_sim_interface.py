@@ -1,5 +1,5 @@
-"""The Go2 simulator interface (tasks/go2/sim_interface.py): the MuJoCo rollout backend conforms to it, and the
-MDP (tasks/go2/env.py) reaches the simulator through its members only."""
+"""The Go2 simulator interface (rlcore_tasks/go2/sim_interface.py): the MuJoCo rollout backend conforms to it, and the
+MDP (rlcore_tasks/go2/env.py) reaches the simulator through its members only."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-import tasks.go2.env as go2_env
-from tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets
-from tasks.go2.config import make_config, no_randomization
-from tasks.go2.sim import Go2Sim
-from tasks.go2.sim_interface import Simulator
-from tasks.go2.terrain import Terrain
+import rlcore_tasks.go2.env as go2_env
+from rlcore_tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets
+from rlcore_tasks.go2.config import make_config, no_randomization
+from rlcore_tasks.go2.sim import Go2Sim
+from rlcore_tasks.go2.sim_interface import Simulator
+from rlcore_tasks.go2.terrain import Terrain
 
 N = 4
 PROTOCOL_MEMBERS = set(Simulator.__annotations__) | {k for k in vars(Simulator) if not k.startswith("_")}
@@ -156,7 +156,7 @@ MDP_MODULES = (go2_env, checkpoint, commands, curriculum, deployment, observatio
 
 @pytest.mark.parametrize("module", MDP_MODULES, ids=lambda m: m.__name__)
 def test_the_mdp_uses_only_protocol_members(module):
-    """tasks/go2/env.py and its pieces touch ``self.sim`` / ``env.sim`` through :class:`Simulator`'s members
+    """rlcore_tasks/go2/env.py and its pieces touch ``self.sim`` / ``env.sim`` through :class:`Simulator`'s members
     alone."""
     tree = ast.parse(inspect.getsource(module))
     used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
@@ -170,13 +170,13 @@ def test_the_mdp_uses_only_protocol_members(module):
 
 
 def test_every_mdp_module_is_checked():
-    """A new module of tasks/go2 that reads ``env.sim`` is added to :data:`MDP_MODULES`."""
+    """A new module of rlcore_tasks/go2 that reads ``env.sim`` is added to :data:`MDP_MODULES`."""
     import pathlib
 
-    import tasks.go2
+    import rlcore_tasks.go2
 
     checked = {pathlib.Path(inspect.getsourcefile(m)).name for m in MDP_MODULES}
-    readers = {p.name for p in pathlib.Path(tasks.go2.__file__).parent.glob("*.py") if "env.sim." in p.read_text()}
+    readers = {p.name for p in pathlib.Path(rlcore_tasks.go2.__file__).parent.glob("*.py") if "env.sim." in p.read_text()}
     assert readers <= checked, sorted(readers - checked)
 
 

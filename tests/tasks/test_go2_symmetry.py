@@ -1,4 +1,4 @@
-"""Tests of tasks.go2.symmetry (left/right mirror y -> -y for PPO's symmetry extension).
+"""Tests of rlcore_tasks.go2.symmetry (left/right mirror y -> -y for PPO's symmetry extension).
 
 The expected mirror images are built here from the physics (a mirrored robot state put into a second env),
 not from the permutation tables of the module under test.
@@ -15,8 +15,8 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.extensions import Symmetry
-from tasks.go2 import Go2Env
-from tasks.go2.symmetry import go2_mirror, mirror_actions, mirror_observations
+from rlcore_tasks.go2 import Go2Env
+from rlcore_tasks.go2.symmetry import go2_mirror, mirror_actions, mirror_observations
 
 DEFAULT_POSE = [0.1, 0.8, -1.5, -0.1, 0.8, -1.5, 0.1, 1.0, -1.5, -0.1, 1.0, -1.5]
 LEGS = ["FL", "FR", "RL", "RR"]

@@ -1,6 +1,6 @@
 """Mutation check: plant one one-line bug at a time in a copy of rlcore and run the fast tests of its area.
 
-A test suite that passes with a bug in place cannot catch that bug. This script copies ``rlcore/``, ``tasks/``,
+A test suite that passes with a bug in place cannot catch that bug. This script copies ``rlcore/``, ``rlcore_tasks/``,
 ``tests/``, ``conf/``, ``pyproject.toml`` and ``README.md`` into a temporary directory, and for each mutation
 below replaces one snippet in one file of the copy, runs ``pytest -x -m "not learning"`` on the listed test files
 (with ``PYTHONPATH`` and the working directory pointing at the copy, so the copy is what gets imported, not the
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-COPIED = ("rlcore", "tasks", "tests", "conf", "pyproject.toml", "README.md")
+COPIED = ("rlcore", "rlcore_tasks", "tests", "conf", "pyproject.toml", "README.md")
 TIMEOUT_S = 600
 
 PPO = "rlcore/algorithms/ppo.py"
@@ -159,7 +159,7 @@ MUTATIONS: list[Mutation] = [
              ("tests/cli/test_cli_go2.py",), k="symmetry_extension"),
     Mutation("observation statistics not merged across ranks, seen by the torchrun CLI test", PPO,
              "sync = self.is_multi_gpu", "sync = False", ("tests/cli/test_cli_distributed.py",)),
-    Mutation("classic tasks render a fixed pose", "tasks/classic/base.py",
+    Mutation("classic tasks render a fixed pose", "rlcore_tasks/classic/base.py",
              "s = self.state[0].detach().float().cpu().tolist()", "s = [0.0] * self.state.shape[1]",
              ("tests/cli/test_cli_video.py",), k="render"),
     # ---- the state estimator
@@ -196,8 +196,8 @@ def child_env(root: Path) -> dict:
 
 
 def check_imports_from(root: Path) -> None:
-    """Abort unless ``rlcore`` and ``tasks`` resolve to the copy (not to the editable install)."""
-    code = "import rlcore, tasks; print(rlcore.__file__); print(tasks.__file__)"
+    """Abort unless ``rlcore`` and ``rlcore_tasks`` resolve to the copy (not to the editable install)."""
+    code = "import rlcore, rlcore_tasks; print(rlcore.__file__); print(rlcore_tasks.__file__)"
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=child_env(root), capture_output=True,
                          text=True, check=True).stdout.split()
     if not all(Path(p).resolve().is_relative_to(root.resolve()) for p in out):

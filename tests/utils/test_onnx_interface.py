@@ -22,7 +22,7 @@ from rlcore.models import MLPModel, RNNModel
 
 pytest.importorskip("mujoco")
 
-from tasks.go2 import Go2Env
+from rlcore_tasks.go2 import Go2Env
 
 JOINTS = [f"{leg}_{part}_joint" for leg in ("FL", "FR", "RL", "RR") for part in ("hip", "thigh", "calf")]
 DEFAULT_POSE = [0.1, 0.8, -1.5, -0.1, 0.8, -1.5, 0.1, 1.0, -1.5, -0.1, 1.0, -1.5]

@@ -1,4 +1,4 @@
-"""Pretrained policies shipped with rlcore: exported ONNX files that carry their own interface.
+"""Policies shipped with the Go2 task: exported ONNX files that carry their own interface.
 
 Each file was trained and exported by rlcore's own pipeline with the command recorded here, and carries its
 interface (joint order, gains, action scale, timing, observation layout, command ranges, recurrent state) in its
@@ -6,30 +6,24 @@ interface (joint order, gains, action scale, timing, observation layout, command
 the task from the file alone, with no checkpoint and no training::
 
     python -m rlcore.play task=go2 pretrained=go2_flat video=true
+
+The task spec (:mod:`rlcore_tasks.go2.task`) hands this table to rlcore's tools.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from rlcore.errors import ConfigError
+from rlcore.env.task import Pretrained
 
 
-@dataclass(frozen=True)
-class Pretrained:
-    """One shipped policy: its file (in this package), what it is, how it was made and how it measured."""
-
-    file: str  # ONNX file name in rlcore/pretrained/
-    task: str  # the task it was trained on (also in the file's metadata)
-    summary: str  # what the policy is
-    command: str  # the commands that reproduce it (training, then export)
-    robustness: str  # ``python -m rlcore.robustness`` on the file: its last line's figures
+def _here(file: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), file)
 
 
 PRETRAINED: dict[str, Pretrained] = {
     "go2_flat": Pretrained(
-        file="go2_flat.onnx",
+        path=_here("go2_flat.onnx"),
         task="go2",
         summary="PPO teacher on flat ground (task=go2 defaults): MLP [128, 128, 128] over the policy group and its "
                 "last 5 frames with a base-velocity estimator in the graph, trained on randomised and loaded robots; "
@@ -40,7 +34,7 @@ PRETRAINED: dict[str, Pretrained] = {
         robustness="nominal_err=0.047 mean_err=0.054 worst_err=0.079 falls=0/170",
     ),
     "go2_flat_student": Pretrained(
-        file="go2_flat_student.onnx",
+        path=_here("go2_flat_student.onnx"),
         task="go2",
         summary="blind LSTM student (128 units) distilled from go2_flat: reads only the policy group (what the robot "
                 "measures), its memory stands in for the teacher's history; a base-velocity estimator on the memory "
@@ -52,13 +46,3 @@ PRETRAINED: dict[str, Pretrained] = {
         robustness="nominal_err=0.046 mean_err=0.053 worst_err=0.082 falls=0/170",
     ),
 }
-
-
-def pretrained_path(name: str) -> str:
-    """The shipped ONNX file of ``name``; a ConfigError listing the names when there is no such policy."""
-    if name not in PRETRAINED:
-        raise ConfigError(f"pretrained={name}: no such policy; shipped: {', '.join(PRETRAINED)}.")
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), PRETRAINED[name].file)
-    if not os.path.isfile(path):  # pragma: no cover - a broken install
-        raise ConfigError(f"pretrained={name}: {path} is missing from this install; reinstall rlcore.")
-    return path

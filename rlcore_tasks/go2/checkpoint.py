@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from rlcore.env import ConfigError
-from tasks.go2.curriculum import check_state, variant_state
+from rlcore_tasks.go2.curriculum import check_state, variant_state
 
 if TYPE_CHECKING:
-    from tasks.go2.env import Go2Env
+    from rlcore_tasks.go2.env import Go2Env
 
 #: The env's per-env state tensors, saved under their attribute names.
 STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands",

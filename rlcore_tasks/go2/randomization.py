@@ -1,8 +1,8 @@
 """Physical variants of the Go2: what a model may differ in, how to draw one, and how to build its MjModel.
 
-One home for the concept, shared by training-time domain randomisation (:class:`~tasks.go2.sim.Go2Sim` draws a
-pool of :class:`Variant` s from :class:`~tasks.go2.config.DomainRandCfg`) and the fixed robustness grid of
-``rlcore.robustness`` (:mod:`tasks.go2.variants`):
+One home for the concept, shared by training-time domain randomisation (:class:`~rlcore_tasks.go2.sim.Go2Sim` draws a
+pool of :class:`Variant` s from :class:`~rlcore_tasks.go2.config.DomainRandCfg`) and the fixed robustness grid of
+``rlcore.robustness`` (:mod:`rlcore_tasks.go2.variants`):
 
 - :class:`Variant`: passive joint damping, Coulomb friction and armature; foot contact softness (solref, solimp)
   and dimension; per-link leg mass, base payload and centre-of-mass offset; kp, kd and motor-strength factors;
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from tasks.go2.config import DomainRandCfg
+from rlcore_tasks.go2.config import DomainRandCfg
 
 LEGS = ("FL", "FR", "RL", "RR")
 JOINT_NAMES = tuple(f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "thigh", "calf"))

@@ -5,7 +5,7 @@ holds ``[original, mirrored]`` stacked along the batch dimension (``2 * B`` rows
 input is None. Use one in a train config as::
 
     "symmetry_cfg": {"use_data_augmentation": True, "use_mirror_loss": True, "mirror_loss_coeff": 1.0,
-                     "data_augmentation_func": "tasks.classic.symmetry:cartpole_mirror"}
+                     "data_augmentation_func": "rlcore_tasks.classic.symmetry:cartpole_mirror"}
 """
 
 from __future__ import annotations

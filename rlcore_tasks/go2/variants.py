@@ -1,9 +1,9 @@
 """The robustness grid of named Go2 variants, and an env that simulates given variants.
 
-What a variant is and how its model is built live in :mod:`tasks.go2.randomization` (shared with the task's
-domain randomisation; latency and physics-failure flags are :class:`~tasks.go2.sim.Go2Sim`'s own). Here:
+What a variant is and how its model is built live in :mod:`rlcore_tasks.go2.randomization` (shared with the task's
+domain randomisation; latency and physics-failure flags are :class:`~rlcore_tasks.go2.sim.Go2Sim`'s own). Here:
 ``ROBUSTNESS_GRID``, the fixed grid of ``python -m rlcore.robustness``; :func:`variant_model`, a variant compiled
-for a task config; :class:`Go2VariantEnv`, a :class:`~tasks.go2.env.Go2Env` built from an exported policy's
+for a task config; :class:`Go2VariantEnv`, a :class:`~rlcore_tasks.go2.env.Go2Env` built from an exported policy's
 interface whose envs simulate chosen variants.
 """
 
@@ -16,11 +16,11 @@ import numpy as np
 
 from rlcore.deployment import obs_layout
 from rlcore.env import ConfigError
-from tasks.go2.config import Go2Cfg, held_commands, no_randomization
-from tasks.go2.env import Go2Env
-from tasks.go2.randomization import FOOT_GEOMS, LEG_BODIES, SOFT_SOLIMP, Variant, apply_variant, latency_steps
-from tasks.go2.sim import MAX_SPEED, build_model
-from tasks.go2.terrain import Terrain
+from rlcore_tasks.go2.config import Go2Cfg, held_commands, no_randomization
+from rlcore_tasks.go2.env import Go2Env
+from rlcore_tasks.go2.randomization import FOOT_GEOMS, LEG_BODIES, SOFT_SOLIMP, Variant, apply_variant, latency_steps
+from rlcore_tasks.go2.sim import MAX_SPEED, build_model
+from rlcore_tasks.go2.terrain import Terrain
 
 __all__ = ["FOOT_GEOMS", "LEG_BODIES", "MAX_SPEED", "ROBUSTNESS_GRID", "SOFT_FEET", "Go2VariantEnv", "Variant",
            "describe", "latency_steps", "overrides_from_interface", "variant_model"]
@@ -67,7 +67,7 @@ def describe(variant: Variant) -> str:
 
 # ============================================================================ an env of given variants
 class Go2VariantEnv(Go2Env):
-    """A :class:`~tasks.go2.env.Go2Env` whose envs simulate given :class:`Variant` s (one compiled model each,
+    """A :class:`~rlcore_tasks.go2.env.Go2Env` whose envs simulate given :class:`Variant` s (one compiled model each,
     latency per env), for closed-loop checks of a policy on several robots at once.
 
     Build it with :meth:`from_interface` to reproduce the actuation and observations an exported policy was
@@ -138,7 +138,7 @@ def _uniform(values: list, key: str) -> float:
 
 
 def overrides_from_interface(meta: dict, episode_s: float, threads: int | None = None) -> dict:
-    """Go2 config overrides (:func:`~tasks.go2.config.make_config`) that reproduce ``meta``'s actuation, timing
+    """Go2 config overrides (:func:`~rlcore_tasks.go2.config.make_config`) that reproduce ``meta``'s actuation, timing
     and observation scales, with the task's randomness off (see :meth:`Go2VariantEnv.from_interface`)."""
     groups = meta["observation_groups"]
     terms = {t["name"]: t for g in ("policy", "privileged") for t in (groups.get(g) or {}).get("terms", [])}

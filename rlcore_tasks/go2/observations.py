@@ -4,9 +4,9 @@
 width, the state it reads, what it is and its unit, and the transform ``value = clip(quantity + bias - offset)
 * scale + noise`` (then the group's clip). Both users are generated from it, so they cannot drift apart:
 
-- :func:`observe`: the env's observation vectors (:meth:`~tasks.go2.env.Go2Env.get_observations`);
+- :func:`observe`: the env's observation vectors (:meth:`~rlcore_tasks.go2.env.Go2Env.get_observations`);
 - :func:`interface`: the ``observation_groups`` entry of the deployment metadata that ONNX export writes
-  (:meth:`~tasks.go2.env.Go2Env.deployment_interface`).
+  (:meth:`~rlcore_tasks.go2.env.Go2Env.deployment_interface`).
 
 A term's value, column by column:
 
@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from tasks.go2.config import Go2Cfg
-from tasks.go2.randomization import PHYSICAL_TERMS
-from tasks.go2.terrain import scan_points
+from rlcore_tasks.go2.config import Go2Cfg
+from rlcore_tasks.go2.randomization import PHYSICAL_TERMS
+from rlcore_tasks.go2.terrain import scan_points
 
 if TYPE_CHECKING:
-    from tasks.go2.env import Go2Env
+    from rlcore_tasks.go2.env import Go2Env
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tasks.go2.geometry import wrap_to_pi, yaw_of
+from rlcore_tasks.go2.geometry import wrap_to_pi, yaw_of
 
 if TYPE_CHECKING:
-    from tasks.go2.env import Go2Env
+    from rlcore_tasks.go2.env import Go2Env
 
 
 def resample(env: Go2Env, env_ids: torch.Tensor) -> None:
@@ -52,7 +52,7 @@ def update_heading(env: Go2Env) -> None:
 
 
 def integral_loop(cfg) -> dict:
-    """The exported policy's default integral loop on the command (``rlcore.models.command_integral``):
+    """The exported policy's default integral loop on the command (``rlcore_tasks.go2.command_integral``):
     ``{"gain": [1/s], "limit": [m/s], "band": [m/s]}`` from ``commands.integral_gain`` / ``integral_limit`` /
     ``integral_band`` (gain 0: none)."""
     c = cfg.commands

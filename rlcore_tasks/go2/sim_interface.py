@@ -1,10 +1,10 @@
-"""The simulator interface of the Go2 task: what the MDP (:mod:`tasks.go2.env`) needs from a physics backend.
+"""The simulator interface of the Go2 task: what the MDP (:mod:`rlcore_tasks.go2.env`) needs from a physics backend.
 
-:class:`Simulator` is one :class:`typing.Protocol` that a CPU backend (:class:`tasks.go2.sim.Go2Sim`, MuJoCo's
+:class:`Simulator` is one :class:`typing.Protocol` that a CPU backend (:class:`rlcore_tasks.go2.sim.Go2Sim`, MuJoCo's
 threaded ``mujoco.rollout``) and a GPU backend (e.g. MuJoCo Warp, not written yet) can both satisfy. Everything
 the MDP reads or writes crosses it as torch tensors ``[N, ...]`` (N = ``num_envs``), ``float32`` unless stated,
 on the task's ``device``; how a backend stores its state (float64 numpy on the CPU, batched GPU arrays) is its
-own business. Joint quantities are in :data:`~tasks.go2.randomization.JOINT_NAMES` order (FL, FR, RL, RR x hip,
+own business. Joint quantities are in :data:`~rlcore_tasks.go2.randomization.JOINT_NAMES` order (FL, FR, RL, RR x hip,
 thigh, calf), feet in ``LEGS`` order (FL, FR, RL, RR).
 
 State views (``root_pos`` ... ``base_contact_force``) are current after every mutating call (:meth:`step`,
@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from tasks.go2.randomization import Variant
+from rlcore_tasks.go2.randomization import Variant
 
 
 @runtime_checkable
@@ -49,7 +49,7 @@ class Simulator(Protocol):
             view stays finite, and their sensor readings are zero.
 
     Model variants (domain randomisation):
-        physical: the pool of ``K`` :class:`~tasks.go2.randomization.Variant` s the envs are assigned to.
+        physical: the pool of ``K`` :class:`~rlcore_tasks.go2.randomization.Variant` s the envs are assigned to.
         num_variants: ``K``.
         env_variant: ``[N]`` int64, the variant each env simulates (its physics and its actuation latency).
     """
@@ -103,8 +103,8 @@ class Simulator(Protocol):
         ...
 
     def variant_features(self) -> torch.Tensor:
-        """``[K, 17]`` the raw quantities of :data:`~tasks.go2.randomization.PHYSICAL_TERMS` of every variant
-        (:func:`~tasks.go2.randomization.physical_features`, the backend's nominal robot giving the defaults)."""
+        """``[K, 17]`` the raw quantities of :data:`~rlcore_tasks.go2.randomization.PHYSICAL_TERMS` of every variant
+        (:func:`~rlcore_tasks.go2.randomization.physical_features`, the backend's nominal robot giving the defaults)."""
         ...
 
     def heights(self, xy: torch.Tensor) -> torch.Tensor:
@@ -133,7 +133,7 @@ class Simulator(Protocol):
 
     def refresh(self) -> None:
         """Re-read the views from the backend's own storage after it was written outside this interface (tests and
-        tools poking :class:`~tasks.go2.sim.Go2Sim`'s numpy state); a backend with live views does nothing."""
+        tools poking :class:`~rlcore_tasks.go2.sim.Go2Sim`'s numpy state); a backend with live views does nothing."""
         ...
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """Resets and events of the Go2 task: what happens to an env at the end of its episode, and pushes.
 
 A reset of ``env_ids`` (only those) records their episode statistics, moves their terrain level
-(:mod:`tasks.go2.curriculum`), assigns each a physical variant and fresh sensor biases, places the robot at its
+(:mod:`rlcore_tasks.go2.curriculum`), assigns each a physical variant and fresh sensor biases, places the robot at its
 terrain origin (random yaw, joints scaled around the default pose, small base velocities), draws new commands and
 clears the per-episode buffers. Every random draw comes from the env's generator, in a fixed order.
 """
@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tasks.go2 import curriculum
+from rlcore_tasks.go2 import curriculum
 
 if TYPE_CHECKING:
-    from tasks.go2.env import Go2Env
+    from rlcore_tasks.go2.env import Go2Env
 
 
 def record_episodes(env: Go2Env, env_ids: torch.Tensor) -> None:

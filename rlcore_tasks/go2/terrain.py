@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rlcore.env import ConfigError
-from tasks.go2.config import TerrainCfg
+from rlcore_tasks.go2.config import TerrainCfg
 
 TERRAIN_TYPES = ("flat", "rough")
 TILE_KINDS = ("slope", "rough_slope", "stairs_up", "stairs_down", "random")

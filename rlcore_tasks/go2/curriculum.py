@@ -2,9 +2,9 @@
 
 - Domain randomisation (``domain_rand.curriculum_steps``): progress = env steps / curriculum_steps in [0, 1];
   a reset draws its physical variant among the first ``ceil(num_variants * progress)`` of the graded pool, and
-  sensor-bias amplitudes grow with progress (:mod:`tasks.go2.resets`).
+  sensor-bias amplitudes grow with progress (:mod:`rlcore_tasks.go2.resets`).
 - Terrain levels (rough terrain): at a reset an env moves up after walking over half a tile, down after covering
-  under half its commanded distance (:meth:`~tasks.go2.terrain.Terrain.update_curriculum`).
+  under half its commanded distance (:meth:`~rlcore_tasks.go2.terrain.Terrain.update_curriculum`).
 - Reward weights (``rewards.weight_schedule``): piecewise-linear in the env's step counter.
 
 :func:`curriculum_state` / :func:`set_curriculum` / :func:`continue_curriculum` carry the step counter, the
@@ -22,11 +22,11 @@ import torch
 
 from rlcore.env import ConfigError
 from rlcore.utils.schedule import check_schedule, piecewise_linear
-from tasks.go2.randomization import Variant
-from tasks.go2.rewards import REWARD_TERMS
+from rlcore_tasks.go2.randomization import Variant
+from rlcore_tasks.go2.rewards import REWARD_TERMS
 
 if TYPE_CHECKING:
-    from tasks.go2.env import Go2Env
+    from rlcore_tasks.go2.env import Go2Env
 
 
 # ------------------------------------------------------------------ domain randomisation

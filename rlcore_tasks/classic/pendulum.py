@@ -13,7 +13,7 @@ import math
 import torch
 from tensordict import TensorDict
 
-from tasks.classic.base import ClassicTask
+from rlcore_tasks.classic.base import ClassicTask
 
 #: Physics constants; any of them can be overridden through ``**cfg``.
 PENDULUM_DEFAULTS: dict[str, float] = {
@@ -41,7 +41,7 @@ class PendulumSwingUp(ClassicTask):
     Reward ``-(angle_normalize(th)^2 + 0.1 thdot^2 + 0.001 u^2)`` on the state before the step.
 
     Episode bookkeeping, ``extras["log"]`` and ``state_dict()`` / ``load_state_dict()`` come from
-    :class:`~tasks.classic.base.ClassicTask`.
+    :class:`~rlcore_tasks.classic.base.ClassicTask`.
     """
 
     DEFAULTS = PENDULUM_DEFAULTS

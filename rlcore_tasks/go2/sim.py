@@ -1,7 +1,7 @@
-"""The batched MuJoCo simulation behind the Go2 task: the CPU backend of :class:`~tasks.go2.sim_interface.Simulator`.
+"""The batched MuJoCo simulation behind the Go2 task: the CPU backend of :class:`~rlcore_tasks.go2.sim_interface.Simulator`.
 
 One compiled scene (robot + plane or height field), ``num_variants`` physical copies of it for domain
-randomisation (:mod:`tasks.go2.randomization`: joints, actuators, contacts, masses, latency, ground), and
+randomisation (:mod:`rlcore_tasks.go2.randomization`: joints, actuators, contacts, masses, latency, ground), and
 MuJoCo's threaded rollout API stepping all N environments ``decimation`` physics steps in one C call per
 control step. The full physics state of every env lives in one float64 array ``state [N, nstate]`` whose
 qpos / qvel columns are numpy views (``qpos``, ``qvel``).
@@ -10,7 +10,7 @@ Each env applies its variant's actuation latency (whole physics steps) and every
 an env whose state became non-finite, exploded, or was reset by MuJoCo is flagged in ``unstable`` and kept
 at its last good state, so no garbage ever reaches observations or rewards (the task ends its episode).
 
-The task sees the simulator only through :class:`~tasks.go2.sim_interface.Simulator` (torch tensors on the task
+The task sees the simulator only through :class:`~rlcore_tasks.go2.sim_interface.Simulator` (torch tensors on the task
 device): the float64 numpy state is converted once per mutating call (step, reset, push) into the ``float32``
 state views, and targets, reset states and pushes are converted back at the same boundary. The numpy arrays
 (``state``, ``qpos``, ``qvel``, ``sensordata``, ``ctrl``, ``latency``), ``model``, ``variants`` and
@@ -29,8 +29,8 @@ import torch
 from mujoco import rollout
 
 from rlcore.env import ConfigError
-from tasks.go2.config import Go2Cfg
-from tasks.go2.randomization import (
+from rlcore_tasks.go2.config import Go2Cfg
+from rlcore_tasks.go2.randomization import (
     JOINT_NAMES,
     LEGS,
     Variant,
@@ -39,7 +39,7 @@ from tasks.go2.randomization import (
     physical_features,
     sample_variant,
 )
-from tasks.go2.terrain import Terrain
+from rlcore_tasks.go2.terrain import Terrain
 
 ASSET = Path(__file__).parent / "assets" / "go2.xml"
 FEET = tuple(f"{leg}_foot_touch" for leg in LEGS)
@@ -62,7 +62,7 @@ def build_model(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjModel:
 
 
 def build_spec(cfg: Go2Cfg, terrain: Terrain) -> mujoco.MjSpec:
-    """The scene before compilation (model variants edit it: :mod:`tasks.go2.variants`)."""
+    """The scene before compilation (model variants edit it: :mod:`rlcore_tasks.go2.variants`)."""
     spec = mujoco.MjSpec.from_file(str(ASSET))
     spec.option.timestep = cfg.sim.dt
     spec.option.iterations = cfg.sim.solver_iterations
@@ -157,15 +157,15 @@ def _numpy(x, dtype=None) -> np.ndarray:
 
 
 class Go2Sim:
-    """N Go2 environments stepped together (implements :class:`~tasks.go2.sim_interface.Simulator`).
+    """N Go2 environments stepped together (implements :class:`~rlcore_tasks.go2.sim_interface.Simulator`).
 
     The torch members of the protocol (state views, ``unstable``, ``env_variant``, ``joint_range``,
     ``torque_limit``) are on ``device``. The numpy attributes below are this backend's own.
 
     Attributes:
         model: the nominal compiled model (the task's robot, no randomisation).
-        physical: ``num_variants`` :class:`~tasks.go2.randomization.Variant` s drawn from ``cfg.domain_rand``.
-        variants: their compiled models (:func:`~tasks.go2.randomization.apply_variant`).
+        physical: ``num_variants`` :class:`~rlcore_tasks.go2.randomization.Variant` s drawn from ``cfg.domain_rand``.
+        variants: their compiled models (:func:`~rlcore_tasks.go2.randomization.apply_variant`).
         env_variant: ``[N]`` int64 tensor, the variant each env currently simulates.
         latency: ``[N]`` int, each env's actuation latency in physics steps (its variant's, or :meth:`set_latency`).
         unstable: ``[N]`` bool tensor, set by the last :meth:`step` where the physics failed at any of its physics steps:
@@ -324,7 +324,7 @@ class Go2Sim:
         return self._history[np.arange(self.num_envs)[:, None], back]
 
     def variant_features(self) -> torch.Tensor:
-        """``[K, 17]`` :func:`~tasks.go2.randomization.physical_features` of every variant."""
+        """``[K, 17]`` :func:`~rlcore_tasks.go2.randomization.physical_features` of every variant."""
         rows = [physical_features(v, self.model) for v in self.physical]
         return self._tensor(np.stack(rows) if rows else np.zeros((0, 17)))
 

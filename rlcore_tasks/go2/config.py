@@ -75,7 +75,7 @@ class CommandsCfg:
     ang_vel_yaw: list[float] = field(default_factory=lambda: [-1.0, 1.0])
     heading: list[float] = field(default_factory=lambda: [-3.14159, 3.14159])
     zero_below: float = 0.2  # xy commands with a norm under this become 0 (standing still is a skill too)
-    # The exported policy's integral loop on the planar command (rlcore.models.command_integral; training does not
+    # The exported policy's integral loop on the planar command (rlcore_tasks.go2.command_integral; training does not
     # use it): the policy is shown cmd + u, u += integral_gain * dt * (cmd - its own velocity estimate), |u| <=
     # integral_limit, so a robot that differs from the training pool's average still reaches the command. 0: the
     # policy alone. Measured (rlcore.robustness, task=go2 teachers of seeds 1 / 2, iteration 369, README: "Integral
@@ -91,7 +91,7 @@ class CommandsCfg:
 
 @dataclass
 class RewardsCfg:
-    # Each term is a named function in tasks/go2/rewards.py; weight 0 disables it. Weights are per
+    # Each term is a named function in rlcore_tasks/go2/rewards.py; weight 0 disables it. Weights are per
     # second: the task multiplies them by the control period, as legged_gym does.
     weights: dict[str, float] = field(
         default_factory=lambda: {
@@ -186,10 +186,10 @@ class DomainRandCfg:
     """What the robot may differ in from the nominal model, each on/off with its range.
 
     Physical parameters are drawn per *variant*: ``num_variants`` compiled MuJoCo models made once at start-up
-    (:func:`tasks.go2.randomization.sample_variant`); every env is assigned a random variant at each reset, so
+    (:func:`rlcore_tasks.go2.randomization.sample_variant`); every env is assigned a random variant at each reset, so
     it simulates one robot per episode. Sensor biases are drawn per env at each reset. Sources of the ranges:
     ``docs/go2_facts.md`` (MuJoCo Menagerie's Go2 = MG, unitree_rl_gym = RG, legged_gym), Isaac Lab's velocity task,
-    and the robustness grid of ``rlcore.robustness`` (tasks/go2/variants.py), which every range covers.
+    and the robustness grid of ``rlcore.robustness`` (rlcore_tasks/go2/variants.py), which every range covers.
     """
 
     num_variants: int = 64  # physical variants (MjModel copies) envs are assigned to at reset
@@ -203,7 +203,7 @@ class DomainRandCfg:
     # Fraction of the pool (its last variants: with the curriculum, the strongest) drawn as *loaded* robots: every
     # parameter that makes the robot slower or weaker from the harsh half of its range at once (more joint
     # damping, friction, armature and latency, heavier legs and base, softer condim-6 feet, lower kp and motor
-    # strength; tasks.go2.randomization.sample_variant). Independent draws almost never combine them (all at once:
+    # strength; rlcore_tasks.go2.randomization.sample_variant). Independent draws almost never combine them (all at once:
     # about 1 draw in 500), yet such a robot (rlcore.robustness's worst_plausible) is where blind policies fall.
     loaded_fraction: float = 0.0
     # Fraction of the pool (its first variants: with the curriculum, those a run starts on) that are the nominal robot

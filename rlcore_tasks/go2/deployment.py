@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tasks.go2 import observations
-from tasks.go2.sim import JOINT_NAMES
+from rlcore_tasks.go2 import observations
+from rlcore_tasks.go2.sim import JOINT_NAMES
 
 if TYPE_CHECKING:
-    from tasks.go2.env import Go2Env
+    from rlcore_tasks.go2.env import Go2Env
 
 
 def deployment_interface(env: Go2Env) -> dict:
     """How to run a policy of ``env``'s task on a Go2.
 
     Joint quantities are in ``joint_names`` order (FL, FR, RL, RR x hip, thigh, calf: the order of qpos, qvel and
-    actions). ``observation_groups`` (:func:`tasks.go2.observations.interface`, generated from the same
+    actions). ``observation_groups`` (:func:`rlcore_tasks.go2.observations.interface`, generated from the same
     declaration as the env's observations) lists what each group's vector is made of, in order: term ``name``,
     its ``start:stop`` within the group, and ``value = (quantity - offset) * scale`` (``offset`` where a term has
     one), then the whole group clipped to ``+-clip``; ``noise`` is the uniform noise amplitude added at every step

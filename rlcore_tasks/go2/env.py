@@ -1,26 +1,26 @@
 """Unitree Go2 velocity tracking on MuJoCo: the ``VecEnv`` of ``task=go2`` and ``task=go2_rough``.
 
-Physics sits behind :class:`~tasks.go2.sim_interface.Simulator`, a protocol in torch tensors ``[N, ...]`` on
+Physics sits behind :class:`~rlcore_tasks.go2.sim_interface.Simulator`, a protocol in torch tensors ``[N, ...]`` on
 the task device: state views (base pose and velocity, joints, actuator torques, contact forces), ``step``
 towards PD targets, ``reset`` of selected envs, ``push``, model variants, ground ``heights``, ``unstable`` flags.
 This module and the MDP's pieces use only those members (``render`` and ``deployment_interface`` through the
 protocol's ``render`` and ``solver_options``). The backend is :attr:`Go2Env.sim_class`:
-:class:`~tasks.go2.sim.Go2Sim` (MuJoCo's threaded rollout on the CPU, all envs in one C call per control step) by
+:class:`~rlcore_tasks.go2.sim.Go2Sim` (MuJoCo's threaded rollout on the CPU, all envs in one C call per control step) by
 default; a GPU backend (MuJoCo Warp) would be another class with the same members. Everything else, the MDP, is
 vectorised torch over the state tensors. This module is the MDP loop (:meth:`Go2Env.step`); its pieces live in
 modules of their own:
 
-- :mod:`tasks.go2.commands`: commands ``[N, 3]`` (vx, vy in the base frame, yaw rate), resampled on a timer;
+- :mod:`rlcore_tasks.go2.commands`: commands ``[N, 3]`` (vx, vy in the base frame, yaw rate), resampled on a timer;
   heading mode turns a sampled heading into a yaw-rate command; small planar commands are zeroed;
-- :mod:`tasks.go2.rewards`: named reward terms with config weights;
+- :mod:`rlcore_tasks.go2.rewards`: named reward terms with config weights;
 - terminations (here): base contact or tilt (terminal), the episode time limit (time-out);
-- :mod:`tasks.go2.observations`: every observation term declared once, from which both the observation groups
+- :mod:`rlcore_tasks.go2.observations`: every observation term declared once, from which both the observation groups
   ``policy [N, 45]``, ``privileged [N, 47]``, ``base_lin_vel [N, 3]`` (a state estimator's target),
   ``height_scan [N, 1, H, W]`` and, with ``obs.history_length = L > 0``, ``policy_history [N, L * 45]`` (the policy
   frames of the last L steps) and the deployment metadata's layout are generated;
-- :mod:`tasks.go2.resets`: resets of finished envs only, with domain randomisation (:mod:`tasks.go2.randomization`:
+- :mod:`rlcore_tasks.go2.resets`: resets of finished envs only, with domain randomisation (:mod:`rlcore_tasks.go2.randomization`:
   a physical variant per episode, per-episode sensor biases), and pushes;
-- :mod:`tasks.go2.curriculum`: terrain levels, the domain-randomisation curriculum, reward weight schedules;
+- :mod:`rlcore_tasks.go2.curriculum`: terrain levels, the domain-randomisation curriculum, reward weight schedules;
 - physics failures (``Simulator.unstable``): the env's episode ends (terminated, reward 0), it is reset, and
   ``extras["log"]["/physics_failures"]`` counts them per step.
 
@@ -41,13 +41,13 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env import ConfigError, VecEnv
-from tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets
-from tasks.go2.config import Go2Cfg, make_config
-from tasks.go2.geometry import quat_rotate_inverse, wrap_to_pi, yaw_of
-from tasks.go2.rewards import REWARD_TERMS
-from tasks.go2.sim import JOINT_NAMES, Go2Sim
-from tasks.go2.sim_interface import Simulator
-from tasks.go2.terrain import Terrain, scan_points
+from rlcore_tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets
+from rlcore_tasks.go2.config import Go2Cfg, make_config
+from rlcore_tasks.go2.geometry import quat_rotate_inverse, wrap_to_pi, yaw_of
+from rlcore_tasks.go2.rewards import REWARD_TERMS
+from rlcore_tasks.go2.sim import JOINT_NAMES, Go2Sim
+from rlcore_tasks.go2.sim_interface import Simulator
+from rlcore_tasks.go2.terrain import Terrain, scan_points
 
 
 class Go2Env(VecEnv):
@@ -56,15 +56,15 @@ class Go2Env(VecEnv):
     Args:
         num_envs: number of environments N.
         device: torch device of observations, rewards, the MDP state and the simulator's tensors ("cpu" or
-            "cuda"); :class:`~tasks.go2.sim.Go2Sim` computes on the CPU and converts at its boundary.
+            "cuda"); :class:`~rlcore_tasks.go2.sim.Go2Sim` computes on the CPU and converts at its boundary.
         seed: seeds the task's private generators (resets, commands, noise, terrain levels, variants).
-        **overrides: nested settings merged into :class:`~tasks.go2.config.Go2Cfg` (unknown keys are errors).
+        **overrides: nested settings merged into :class:`~rlcore_tasks.go2.config.Go2Cfg` (unknown keys are errors).
     """
 
     #: The simulator backend, called as ``sim_class(cfg, num_envs, terrain, rng, device)``; it must satisfy
-    #: :class:`~tasks.go2.sim_interface.Simulator`.
+    #: :class:`~rlcore_tasks.go2.sim_interface.Simulator`.
     sim_class: type[Simulator] = Go2Sim
-    #: Width of the ``policy`` group (one frame), from :mod:`tasks.go2.observations`.
+    #: Width of the ``policy`` group (one frame), from :mod:`rlcore_tasks.go2.observations`.
     POLICY_SIZE = observations.POLICY_SIZE
 
     def __init__(self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = 0,
@@ -157,7 +157,7 @@ class Go2Env(VecEnv):
 
     def update_variant_params(self) -> None:
         """Tabulate the physical parameters of the sim's variants, ``variant_params [K, 20]``: ground friction,
-        added base mass, motor strength, then the raw quantities of :data:`~tasks.go2.randomization.PHYSICAL_TERMS`
+        added base mass, motor strength, then the raw quantities of :data:`~rlcore_tasks.go2.randomization.PHYSICAL_TERMS`
         (call again after replacing the sim's variants)."""
         rows = [[1.0 if v.ground_friction is None else v.ground_friction, v.base_added_mass, v.motor_strength]
                 for v in self.sim.physical]
@@ -299,7 +299,7 @@ class Go2Env(VecEnv):
         return log
 
     def _reset_envs(self, env_ids: torch.Tensor) -> None:
-        """Reset only ``env_ids`` (:func:`tasks.go2.resets.reset_envs`; a subclass may change what a reset does)."""
+        """Reset only ``env_ids`` (:func:`rlcore_tasks.go2.resets.reset_envs`; a subclass may change what a reset does)."""
         resets.reset_envs(self, env_ids)
 
     def _resample_commands(self, env_ids: torch.Tensor) -> None:
@@ -310,7 +310,7 @@ class Go2Env(VecEnv):
 
     # ------------------------------------------------------------------ observations
     def observation_groups(self) -> dict[str, observations.ObsGroup]:
-        """Every observation group as :mod:`tasks.go2.observations` declares it for this env's config: the one
+        """Every observation group as :mod:`rlcore_tasks.go2.observations` declares it for this env's config: the one
         source of both :meth:`get_observations` and the metadata's ``observation_groups``."""
         return observations.observation_groups(self.cfg_task)
 
@@ -345,14 +345,23 @@ class Go2Env(VecEnv):
 
     # ------------------------------------------------------------------ deployment
     def command_integral(self) -> dict:
-        """The exported policy's default integral loop on the command (``rlcore.models.command_integral``):
+        """The exported policy's default integral loop on the command (``rlcore_tasks.go2.command_integral``):
         ``{"gain": [1/s], "limit": [m/s], "band": [m/s]}`` from ``commands.integral_gain`` / ``integral_limit`` /
         ``integral_band`` (gain 0: none)."""
         return commands.integral_loop(self.cfg_task)
 
+    def export_module(self, policy, command_integral_gain: float | None = None,
+                      command_integral_limit: float | None = None, command_integral_band: float | None = None):
+        """The graph to export for ``policy`` (optional method of the task protocol, :mod:`rlcore.env.task`): the
+        policy with its integral loop on the command (:func:`rlcore_tasks.go2.command_integral.integral_for`; the
+        task's default when the gain is None), or None for the policy alone."""
+        from rlcore_tasks.go2.command_integral import integral_for
+
+        return integral_for(policy, self, command_integral_gain, command_integral_limit, command_integral_band)
+
     def deployment_interface(self) -> dict:
         """How to run a policy of this task on a Go2, as plain JSON-able data (optional ``VecEnv`` method;
-        :func:`tasks.go2.deployment.deployment_interface`)."""
+        :func:`rlcore_tasks.go2.deployment.deployment_interface`)."""
         return deployment.deployment_interface(self)
 
     # ------------------------------------------------------------------ rendering, checkpointing
@@ -371,7 +380,7 @@ class Go2Env(VecEnv):
 
     def state_dict(self) -> dict:
         """Everything that decides the task's future given the actions, for an exact resume (tensors only;
-        :func:`tasks.go2.checkpoint.state_dict`)."""
+        :func:`rlcore_tasks.go2.checkpoint.state_dict`)."""
         return checkpoint.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:

@@ -14,7 +14,7 @@ import math
 import torch
 from tensordict import TensorDict
 
-from tasks.classic.base import ClassicTask
+from rlcore_tasks.classic.base import ClassicTask
 
 #: Physics constants and failure thresholds; any of them can be overridden through ``**cfg``.
 CARTPOLE_DEFAULTS: dict[str, float] = {
@@ -41,7 +41,7 @@ class CartPole(ClassicTask):
     still earns +1, as in Gymnasium, so a perfect episode returns ``max_episode_length``).
 
     Episode bookkeeping, ``extras["log"]`` and ``state_dict()`` / ``load_state_dict()`` come from
-    :class:`~tasks.classic.base.ClassicTask`.
+    :class:`~rlcore_tasks.classic.base.ClassicTask`.
     """
 
     DEFAULTS = CARTPOLE_DEFAULTS
