@@ -369,9 +369,8 @@ class Go2Env(VecEnv):
         """An RGB frame ``[H, W, 3]`` uint8 of env ``env_id`` from a camera following the robot.
 
         Needs an OpenGL context: on a machine without a display set ``MUJOCO_GL=egl`` (or ``osmesa``)
-        before the first ``import mujoco``. ``go2.sim.render_quality = "fast"``: no multisampling, shadows or
-        reflections.
-        """
+        before the first ``import mujoco``. ``go2.sim.render_quality = "fast"``: no multisampling or reflections
+        (the floor, horizon and the robot's shadow stay: :func:`rlcore_tasks.go2.sim.add_scenery`)."""
         return self.sim.render(env_id, width, height, fast=self.cfg_task.sim.render_quality == "fast")
 
     STATE_TENSORS = checkpoint.STATE_TENSORS
