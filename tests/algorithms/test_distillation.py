@@ -460,6 +460,7 @@ class _EchoEnv:
         return env
 
 
+@pytest.mark.slow
 def test_a_students_estimator_is_trained_by_distillation_and_reported(kit, monkeypatch):
     """A recurrent student with ``estimator_cfg`` regresses its target group through its memory: the reported
     ``estimator`` loss is the mean MSE of its estimates (checked with a frozen optimiser), and it falls from about

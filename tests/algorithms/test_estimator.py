@@ -234,6 +234,7 @@ def test_recurrent_ppo_reuses_the_estimate_and_matches_the_loss_on_the_valid_ste
     assert abs(float(want) - float(fresh.detach())) < 1e-6 and abs(losses["estimator"] - float(want)) < 1e-5
 
 
+@pytest.mark.slow
 def test_ppo_updates_teach_the_estimator(kit):
     ppo, env = _estimator_ppo(kit, learning_rate=3e-3, num_learning_epochs=5, num_mini_batches=2)
     first = None

@@ -13,6 +13,7 @@ def integral(checkpoint: str, *extra: str) -> dict:
                                   "--threads", "1", *extra])
 
 
+@pytest.mark.slow
 def test_gain_zero_is_the_trained_policy_and_a_gain_corrects_within_its_limit(checkpoint, capsys):
     plain = integral(checkpoint, "--gains", "0,5", "--limit", "0")  # limit 0: the loop cannot move the command
     assert plain["err"][0] == plain["err"][1] and plain["reached"][0] == plain["reached"][1]
@@ -25,6 +26,7 @@ def test_gain_zero_is_the_trained_policy_and_a_gain_corrects_within_its_limit(ch
     assert last.startswith(f"command_integral: gains=0,5 err={loop['err'][0]:.4f},{loop['err'][1]:.4f} reached=")
 
 
+@pytest.mark.slow
 def test_band_integrates_only_errors_inside_it(checkpoint):
     always = integral(checkpoint, "--gains", "0,5", "--limit", "0.05")
     wide = integral(checkpoint, "--gains", "0,5", "--limit", "0.05", "--band", "100")  # every error is inside

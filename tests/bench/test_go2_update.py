@@ -13,6 +13,8 @@ from time_to_walk import go2_training
 
 from rlcore.runners import OnPolicyRunner
 
+pytestmark = pytest.mark.slow  # trains Go2 iterations
+
 
 def test_floor_has_the_runs_sizes_and_takes_the_same_steps():
     torch.set_num_threads(1)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the bench script in subprocesses
+
 pytest.importorskip("rsl_rl")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the bench script in a subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 LAST = re.compile(r"^learner_step_ab: case=mlp rlcore_step=(\S+) floor_step=(\S+) ratio=(\S+)$")
 

@@ -15,6 +15,7 @@ def gap(checkpoint: str, *extra: str) -> dict:
                            "--steps", "6", "--threads", "1", *extra])
 
 
+@pytest.mark.slow
 def test_zero_std_makes_the_sampled_run_the_mean_action_run(checkpoint, capsys):
     still = gap(checkpoint, "--std-scale", "0")
     assert torch.allclose(torch.tensor(still["sampled_vel"]), torch.tensor(still["mean_vel"]), atol=1e-4)
@@ -26,6 +27,7 @@ def test_zero_std_makes_the_sampled_run_the_mean_action_run(checkpoint, capsys):
                            f"sampled_err={noisy['sampled_err']:.4f} estimate_err=")
 
 
+@pytest.mark.slow
 def test_errors_are_the_bias_of_the_mean_velocity_and_the_estimate_is_read(checkpoint):
     result = gap(checkpoint)
     cmds = torch.tensor([[0.5, 0.0], [0.0, 0.5]])
@@ -56,6 +58,7 @@ def test_oscillation_rms_and_jitter_share_of_known_signals():
     torch.testing.assert_close(jitter, torch.tensor([1.0, 0.0, 0.5, 0.0]), atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow
 def test_training_robots_are_the_checkpoints_randomised_pool_at_full_range(checkpoint):
     """``--robots training``: the run's own robot pool (the variants saved in the checkpoint, graded as in training),
     every env drawn from all of it (not the curriculum's mildest variant), observation noise on, pushes off; ``nominal``: one robot, the
@@ -112,6 +115,7 @@ def test_feedback_gain_is_the_correction_along_each_command(monkeypatch):
     assert gain[2].isnan()
 
 
+@pytest.mark.slow
 def test_feedback_probe_shifts_the_estimate_the_head_reads(checkpoint):
     result = gap(checkpoint, "--feedback", "0.2")
     assert len(result["feedback_per_command"]) == 2 and math.isfinite(result["feedback_gain"])

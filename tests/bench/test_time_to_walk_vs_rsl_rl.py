@@ -47,6 +47,7 @@ def test_rsl_rl_config_keeps_the_shared_hyperparameters_and_lists_the_rest():
     assert "normalizer_warmup_steps" not in out and "stop_at" not in out
 
 
+@pytest.mark.slow
 def test_tiny_run_reports_both_libraries():
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "time_to_walk_vs_rsl_rl.py"), "--tiny", "--threads",

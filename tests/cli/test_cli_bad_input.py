@@ -11,6 +11,8 @@ from rlcore import export as export_cli
 from rlcore import play as play_cli
 from rlcore import train as train_cli
 
+pytestmark = pytest.mark.slow  # most tests start the CLI in a subprocess or use the trained run
+
 
 def _user_error(main, argv: list[str], capsys) -> str:
     """Run an entry point in-process; it must exit 2 with exactly one ``error:`` line on stderr."""

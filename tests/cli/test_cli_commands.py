@@ -12,6 +12,8 @@ import pytest
 import torch
 from cli_helpers import REPO_ROOT, TINY, check_ok, episode_returns, run_module
 
+pytestmark = pytest.mark.slow  # most tests use the CLI-trained run or start the CLI in a subprocess
+
 
 # ---------------------------------------------------------------------------- train -> checkpoint -> resume
 def test_train_writes_a_run_directory(trained_run):

@@ -145,6 +145,7 @@ def test_a_wrong_type_names_the_key_path(key, value, path):
         validate_config(cfg)
 
 
+@pytest.mark.slow
 def test_nested_type_errors_name_the_full_path():
     cfg = _plain(["model=rnn"])
     cfg["model"]["actor"]["hidden_dims"] = [64, "x"]
@@ -229,6 +230,7 @@ def test_schema_matches_the_constructor(dataclass, target):
         assert default == expected, f"{dataclass.__name__}.{f.name}: schema default {default!r} vs {name} {expected!r}"
 
 
+@pytest.mark.slow
 def test_a_task_algorithm_preset_applies_to_that_pair_only():
     """conf/task_algorithm/go2_distillation.yaml sets the distillation run's length of task=go2; PPO keeps the task's
     own, other tasks have no preset, and the command line still wins."""
@@ -241,6 +243,7 @@ def test_a_task_algorithm_preset_applies_to_that_pair_only():
         ["task=pendulum", "algorithm=ppo"])["runner"]["max_iterations"]
 
 
+@pytest.mark.slow
 def test_every_yaml_option_validates():
     for model in MODELS:
         for task in ("pendulum", "cartpole"):
@@ -275,6 +278,7 @@ def test_the_combination_matrix_covers_every_config_option():
     assert {frozenset(e) for e in EXTENSIONS} == subsets and len(EXTENSIONS) == len(subsets)
 
 
+@pytest.mark.slow
 def test_go2_configures_its_exploration_schedule_in_algorithm_exploration_cfg():
     """task=go2's late, quieter phase is the algorithm's exploration_cfg (the factory builds the schedule from it); a
     config that still sets those keys directly in ``algorithm`` is read the same, with a notice; distillation drops

@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 from cli_helpers import TIMEOUT_S, TINY, cli_env, free_port
 
-pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
-                                reason="torch.distributed with the Gloo backend is not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
+                                                   reason="torch.distributed with the Gloo backend is not available")]
 
 
 def test_torchrun_two_processes(tmp_path):

@@ -24,6 +24,7 @@ main()
 
 
 @pytest.mark.parametrize("exc", ["KeyError", "ValueError", "TypeError"])
+@pytest.mark.slow
 def test_a_bug_during_training_shows_its_traceback(exc, tmp_path):
     code = _BUGGY_TRAIN.format(exc=exc, msg="planted-bug")
     proc = subprocess.run([sys.executable, "-c", code, "task=pendulum", *TINY, f"hydra.run.dir={tmp_path / 'run'}"],
@@ -36,6 +37,7 @@ def test_a_bug_during_training_shows_its_traceback(exc, tmp_path):
     assert last.startswith("error (unexpected):") and "bug" in last
 
 
+@pytest.mark.slow
 def test_a_missing_observation_group_is_one_line(tmp_path):
     proc = run_module("rlcore.train", "task=pendulum", *TINY, "task.obs_groups.actor=[nope]",
                       f"hydra.run.dir={tmp_path / 'run'}")

@@ -22,6 +22,8 @@ import pytest
 import torch
 from cli_helpers import assert_user_error, check_ok, run_module
 
+pytestmark = pytest.mark.slow  # every test trains Go2 through the CLI or uses that run
+
 pytest.importorskip("mujoco")
 
 #: Steps of the short play runs: no Go2 episode ends this early from a fresh reset, so a video has STEPS + 1 frames.

@@ -3,12 +3,14 @@ checkpoint once to plan (and once more when the runner loads it); the log direct
 
 from __future__ import annotations
 
+import pytest
 from cli_helpers import TINY
 
 import rlcore.train as train_module
 from rlcore.config.cli import compose
 
 
+@pytest.mark.slow
 def test_a_resumed_run_is_planned_once(trained_run, tmp_path, monkeypatch, capsys):
     import rlcore.checkpoint.run_files as run_files
     import rlcore.runners.on_policy_runner as runner_module
@@ -80,6 +82,7 @@ def test_the_log_directory_follows_the_experiment_name():
     assert str(sweep).startswith("logs/abc/sweep_")
 
 
+@pytest.mark.slow
 def test_a_learning_rate_given_with_resume_is_named_as_unused(trained_run):
     """The resumed optimiser keeps the checkpoint's (adapted) rate: a new algorithm.learning_rate would be silently
     ignored, so the plan says so, with the rate actually used; an unchanged rate gives no notice."""
@@ -106,6 +109,7 @@ def test_sweep_jobs_expand_like_hydras_basic_sweeper():
     assert train_module.sweep_jobs(["hydra/sweeper=other", "seed=1,2"]) is None  # another sweeper: Hydra's business
 
 
+@pytest.mark.slow
 def test_a_sweep_with_one_bad_job_fails_in_one_line_before_any_job_runs(tmp_path):
     """``-m``: every job is planned first, so job #2's bad value is refused before job #0 trains; nothing is
     written (no sweep directory). A good sweep runs every job."""

@@ -25,6 +25,7 @@ def _no_crash(output: str) -> None:
 
 
 # ---------------------------------------------------------------------------- Ctrl-C
+@pytest.mark.slow
 def test_ctrl_c_after_the_run_directory_is_written_exits_130_and_removes_it(tmp_path):
     """SIGINT once the run has written its config (``config.yaml``: the job has started), before any checkpoint:
     status 130, one short line, and no run directory left (it holds nothing to resume from)."""
@@ -45,6 +46,7 @@ def test_ctrl_c_after_the_run_directory_is_written_exits_130_and_removes_it(tmp_
     assert not run_dir.exists(), f"left behind: {sorted(p.name for p in run_dir.iterdir())}"
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_imports_exits_130(tmp_path):
     """SIGINT while ``rlcore.train`` still imports (``-X importtime`` reports each import as it ends; omegaconf ends
     while Hydra, which the module imports next, still loads): status 130, one short line, nothing written."""
@@ -90,6 +92,7 @@ def test_an_interrupt_that_surfaces_as_another_error_is_not_a_bug(capsys):
 
 
 # ---------------------------------------------------------------------------- a run directory that cannot be made
+@pytest.mark.slow
 def test_a_file_named_logs_is_one_line(tmp_path):
     (tmp_path / "logs").write_text("not a directory\n")
     proc = run_module("rlcore.train", "task=pendulum", *TINY, cwd=tmp_path)
@@ -97,6 +100,7 @@ def test_a_file_named_logs_is_one_line(tmp_path):
     assert (tmp_path / "logs").read_text() == "not a directory\n"
 
 
+@pytest.mark.slow
 def test_an_impossible_run_directory_is_one_line(tmp_path):
     proc = run_module("rlcore.train", "task=pendulum", *TINY, "hydra.run.dir=/proc/x", cwd=tmp_path)
     assert_user_error(proc, "cannot create the run directory /proc/x: No such file or directory")
@@ -107,6 +111,7 @@ def test_an_impossible_run_directory_is_one_line(tmp_path):
     ("runner.max_iteration=5", "did you mean runner.max_iterations?", "valid keys of runner: num_steps_per_env, "),
     ("sed=3", "did you mean seed?", "valid top-level keys: seed, device, "),
 ])
+@pytest.mark.slow
 def test_a_mistyped_key_names_the_key_meant_and_the_valid_ones(arg, guess, listing, tmp_path):
     proc = run_module("rlcore.train", arg, cwd=tmp_path)
     line = assert_user_error(proc, f"unknown config key '{arg.split('=')[0]}'", guess, listing)
@@ -115,6 +120,7 @@ def test_a_mistyped_key_names_the_key_meant_and_the_valid_ones(arg, guess, listi
 
 
 # ---------------------------------------------------------------------------- play with another task's checkpoint
+@pytest.mark.slow
 def test_play_refuses_a_checkpoint_of_another_task(trained_run):
     proc = run_module("rlcore.play", "task=go2", f"checkpoint={trained_run['dir']}", "episodes=1")
     assert_user_error(proc, "task=go2", "was trained on task=pendulum")
@@ -133,6 +139,7 @@ def pendulum_run(tmp_path_factory):
     return run_dir, proc
 
 
+@pytest.mark.slow
 def test_a_run_prints_no_third_party_info_records(pendulum_run):
     _, proc = pendulum_run
     output = proc.stdout + proc.stderr
@@ -140,6 +147,7 @@ def test_a_run_prints_no_third_party_info_records(pendulum_run):
     assert "[INFO]" not in output and "No path found after" not in output, output[-3000:]
 
 
+@pytest.mark.slow
 def test_a_go2_run_prints_no_opengl_info_record(tmp_path):
     proc = check_ok(run_module("rlcore.train", "task=go2", "task.num_envs=8", "runner.num_steps_per_env=8",
                                "runner.max_iterations=1", "logger=none", f"hydra.run.dir={tmp_path / 'run'}"))
@@ -166,6 +174,7 @@ def test_warnings_of_the_quietened_loggers_still_show():
             logging.getLogger(name).setLevel(level)
 
 
+@pytest.mark.slow
 def test_train_log_holds_the_console_progress_as_plain_text(pendulum_run):
     run_dir, proc = pendulum_run
     log = (run_dir / "train.log").read_text(encoding="utf-8")

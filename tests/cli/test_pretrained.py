@@ -27,6 +27,8 @@ from rlcore.env.task import find_pretrained
 from rlcore.play import OnnxActor, onnx_interface, play, policy_source
 from rlcore_tasks.go2.pretrained import PRETRAINED
 
+pytestmark = pytest.mark.slow  # most tests train a run or walk the shipped policies
+
 pytest.importorskip("mujoco")
 
 

@@ -16,6 +16,8 @@ import pytest
 import torch
 from cli_helpers import TINY, assert_user_error, check_ok, run_module
 
+pytestmark = pytest.mark.slow  # every test trains through the CLI in a subprocess
+
 
 def _run_dirs(cwd: Path) -> list[Path]:
     return sorted(p for p in (cwd / "logs" / "pendulum").iterdir() if p.is_dir())

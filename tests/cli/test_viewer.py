@@ -141,6 +141,7 @@ def go2_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow
 def test_play_viewer_without_a_display_exits_with_one_line(go2_run):
     env = cli_env()
     env.pop("DISPLAY", None), env.pop("WAYLAND_DISPLAY", None)
@@ -203,6 +204,7 @@ def xvfb():
     server.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_viewer_follows_the_keys_under_xvfb(go2_run, xvfb, tmp_path):
     status_file = tmp_path / "status.json"
     env = {**cli_env(), "DISPLAY": xvfb, "MUJOCO_GL": "glfw", "LIBGL_ALWAYS_SOFTWARE": "1", "LP_NUM_THREADS": "1",

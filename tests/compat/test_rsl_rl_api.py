@@ -194,6 +194,7 @@ def _models(lib, obs):
     }
 
 
+@pytest.mark.slow
 def test_as_onnx_modules_have_rsl_rls_export_interface(tmp_path):
     """``m = model.as_onnx(verbose=...)`` then rsl_rl's own export call works on rlcore's module: same names, same
     dummy-input shapes, the public attributes of rsl_rl's wrapper; onnxruntime gives the torch outputs."""

@@ -68,6 +68,7 @@ def test_ppo_load_takes_rsl_rls_keyword_loaded_dict():
             assert torch.equal(getattr(target, model).state_dict()[k], v), (model, k)
 
 
+@pytest.mark.slow
 def test_ppo_compile_validates_the_mode_and_compiles_the_heads_in_place():
     ppo = PPO(*_ppo_parts())
     keys = list(ppo.actor.state_dict())

@@ -21,6 +21,8 @@ from rlcore.env.task import make_task
 from rlcore.runners import OnPolicyRunner
 from rlcore.utils import LogWriter
 
+pytestmark = pytest.mark.slow  # trains, exports and starts git
+
 NUM_ENVS, STEPS = 16, 8
 
 

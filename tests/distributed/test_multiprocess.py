@@ -31,8 +31,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 WORLD_SIZE = 2
 TIMEOUT_S = 180
 
-pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
-                                reason="torch.distributed with the Gloo backend is not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
+                                                   reason="torch.distributed with the Gloo backend is not available")]
 
 
 def _free_port() -> int:

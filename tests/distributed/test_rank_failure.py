@@ -18,8 +18,8 @@ import torch.distributed as dist
 WORKER = Path(__file__).with_name("eval_failure_worker.py")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
-                                reason="torch.distributed with the Gloo backend is not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
+                                                   reason="torch.distributed with the Gloo backend is not available")]
 
 
 def test_rank_0_evaluation_error_ends_every_rank(tmp_path):

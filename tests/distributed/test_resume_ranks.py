@@ -21,8 +21,8 @@ WORKER = Path(__file__).with_name("resume_worker.py")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORLD_SIZE = 2
 
-pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
-                                reason="torch.distributed with the Gloo backend is not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
+                                                   reason="torch.distributed with the Gloo backend is not available")]
 
 
 @pytest.fixture(scope="module")

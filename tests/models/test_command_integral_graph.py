@@ -13,6 +13,8 @@ import torch
 
 from rlcore.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # every test uses the session's trained tiny Go2 run
+
 
 @pytest.fixture(scope="module")
 def go2_run(tiny_go2_run) -> dict:

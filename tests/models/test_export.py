@@ -209,6 +209,7 @@ def _rnn_obs(n: int) -> TensorDict:
 @pytest.mark.parametrize(
     "rnn_type, layers, dist", [("gru", 1, "gaussian"), ("gru", 2, "beta"), ("lstm", 1, "beta"), ("lstm", 2, "gaussian")]
 )
+@pytest.mark.slow
 def test_rnn_export_parity(tmp_path, rnn_type, layers, dist):
     T, N, H = 20, 3, 8
     groups = {"actor": ["policy", "privileged"]}

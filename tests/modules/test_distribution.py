@@ -383,6 +383,7 @@ def test_deterministic_module_jit_and_onnx(make):
 
 
 @pytest.mark.parametrize("make", [MAKERS[0], MAKERS[2], MAKERS[4]], ids=[IDS[0], IDS[2], IDS[4]])
+@pytest.mark.slow
 def test_deterministic_module_onnx_dynamo(make):
     dist = make()
     model = ExportWrapper(dist).eval()

@@ -16,6 +16,8 @@ from rlcore.report import cli
 from rlcore.report import page as report_page
 from rlcore.report.diagnosis import load_scalars
 
+pytestmark = pytest.mark.slow  # starts a headless browser on a trained run's report
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 CONSOLE = re.compile(r"CONSOLE[:(]\d+")  # how Chromium's --enable-logging=stderr reports a console message
 

@@ -7,6 +7,7 @@ import json
 import re
 import statistics
 
+import pytest
 from conftest import REPO_ROOT, run_module, seed_config, seed_curves, write_run
 
 from rlcore.report import cli
@@ -38,6 +39,7 @@ def assert_user_error(proc, *fragments: str) -> None:
         assert fragment in lines[0], lines[0]
 
 
+@pytest.mark.slow
 def test_report_of_a_real_run_has_every_curve(pendulum_run):
     proc = run_module("rlcore.report", f"run={pendulum_run}")
     assert proc.returncode == 0, proc.stderr
@@ -60,6 +62,7 @@ def test_report_of_a_real_run_has_every_curve(pendulum_run):
     assert not re.search(r"https?://|<link|\bsrc=|@import|url\(", page)
 
 
+@pytest.mark.slow
 def test_several_runs_overlaid_with_mean_and_band(tmp_path):
     sweep = tmp_path / "sweep"
     for seed in (1, 2, 3):
@@ -86,6 +89,7 @@ def test_several_runs_overlaid_with_mean_and_band(tmp_path):
     assert "<code>seed</code>" in table and "task.name" not in table
 
 
+@pytest.mark.slow
 def test_report_output_places(tmp_path):
     a = write_run(tmp_path / "a", seed_curves(1), seed_config(1))
     b = write_run(tmp_path / "b", seed_curves(2), seed_config(2))
@@ -117,6 +121,7 @@ def test_long_curves_are_thinned_but_keep_spikes():
     assert len(dx) <= report_page.MAX_POINTS and max(dy) == 100.0 and dx[0] == 0 and dx[-1] == 4999
 
 
+@pytest.mark.slow
 def test_errors_are_one_line(tmp_path):
     empty = tmp_path / "not_a_run"
     empty.mkdir()

@@ -52,6 +52,7 @@ def files(path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- exact resume
+@pytest.mark.slow
 def test_resume_continues_the_exploration_schedule_exactly(tmp_path):
     """The exploration schedule's std ceiling and per-env exploration scale depend on the iteration alone: a run
     resumed at iteration 2 ends bit-identical to one that ran 4 iterations in one go, with the ceiling (0.2 from
@@ -77,6 +78,7 @@ def test_resume_continues_the_exploration_schedule_exactly(tmp_path):
     assert not torch.equal(snapshot(plain)["actor"]["mlp.0.weight"], snapshot(run_a)["actor"]["mlp.0.weight"])
 
 
+@pytest.mark.slow
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, monkeypatch):
     # A: 4 iterations (numbered 0..3, as in rsl_rl) in one go; model_0.pt is the save_interval one.
     run_a = OnPolicyRunner(make_env(seed=0), base_cfg(), str(tmp_path / "a"))

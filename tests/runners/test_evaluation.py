@@ -57,6 +57,7 @@ def robots_seen(evaluation: Evaluation, source: Go2Env | None = None) -> dict:
     return seen
 
 
+@pytest.mark.slow
 def test_evaluation_draws_its_robots_from_the_training_envs_curriculum():
     train, eval_env = go2(0), go2(10_000)
     own_pool = list(eval_env.sim.physical)  # drawn from the evaluation env's seed

@@ -2,10 +2,13 @@
 iteration (the runner hands its env to Evaluation as source_env); on the old code every one saw variant 0 alone."""
 import math
 
+import pytest
 from runner_helpers import base_cfg
 
 from rlcore.runners import OnPolicyRunner
 from rlcore_tasks.go2 import Go2Env
+
+pytestmark = pytest.mark.slow  # trains with evaluations
 
 DR = {"num_variants": 16, "curriculum_steps": 20}
 

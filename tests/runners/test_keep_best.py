@@ -54,6 +54,7 @@ RNN_ACTOR = {"class_name": "RNNModel", "rnn_type": "gru", "rnn_hidden_dim": 8, "
 
 
 @pytest.mark.parametrize("recurrent", [False, True])
+@pytest.mark.slow
 def test_evaluation_leaves_training_unchanged(tmp_path, recurrent):
     """Same seed with and without evaluations: bit-identical weights (global generators and recurrent state kept)."""
     keys = {"actor": RNN_ACTOR} if recurrent else {}
@@ -86,6 +87,7 @@ def test_evaluation_is_a_deterministic_function_of_the_policy():
     assert evaluation(policy)["return"] != first["return"]  # it does measure the policy
 
 
+@pytest.mark.slow
 def test_model_best_is_the_best_evaluation(tmp_path):
     runner, seen = train(tmp_path, 6, keep_best="return")
     values = [s["Eval/return"] for s in seen]
@@ -105,6 +107,7 @@ def test_model_best_is_the_best_evaluation(tmp_path):
     assert load_checkpoint(tmp_path / "model_5.pt")["best"] == ckpt["best"]  # every checkpoint holds the best so far
 
 
+@pytest.mark.slow
 def test_a_lower_is_better_task_metric(tmp_path):
     """A task metric by name; with the task declaring 'min', the lowest value is kept."""
     eval_env = env(E, seed=7)
@@ -116,6 +119,7 @@ def test_a_lower_is_better_task_metric(tmp_path):
     assert load_checkpoint(tmp_path / "model_best.pt")["best"]["value"] == pytest.approx(min(seen))
 
 
+@pytest.mark.slow
 def test_stop_at_ends_training_at_the_first_evaluation_that_meets_it(tmp_path):
     _, seen = train(None, 6, keep_best="return")
     values = [s["Eval/return"] for s in seen]
@@ -154,6 +158,7 @@ def test_distillation_keeps_the_best_student(tmp_path):
 
 
 # ---------------------------------------------------------------------------- resume
+@pytest.mark.slow
 def test_resume_keeps_the_best_so_far(tmp_path):
     whole, seen = train(tmp_path / "a", 6, keep_best="return")
     values = [s["Eval/return"] for s in seen]
@@ -171,6 +176,7 @@ def test_resume_keeps_the_best_so_far(tmp_path):
 
 
 @pytest.mark.parametrize("saved_value", [1e9, -1e9])
+@pytest.mark.slow
 def test_a_resumed_run_does_not_overwrite_a_better_model_best(tmp_path, saved_value):
     """model_best.pt may be newer than the checkpoint resumed from: a better value there is adopted, a worse not."""
     train(tmp_path, 3, keep_best="return")
@@ -244,6 +250,7 @@ TINY = ["task=pendulum", "task.num_envs=8", "runner.num_steps_per_env=8", "runne
         "algorithm.num_mini_batches=2", "algorithm.num_learning_epochs=1"]
 
 
+@pytest.mark.slow
 def test_train_command_evaluates_on_its_own_env_and_records_videos(tmp_path):
     from rlcore.config.cli import compose
     from rlcore.train import run

@@ -24,6 +24,7 @@ def _record(into: dict):
     return lambda it, stats: into.__setitem__(it, {k: v for k, v in stats.items() if k.startswith("Episode/")})
 
 
+@pytest.mark.slow
 def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tmp_path):
     cfg = base_cfg(save_interval=100)
     whole: dict = {}

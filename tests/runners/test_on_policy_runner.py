@@ -116,6 +116,7 @@ def test_tensorboard_logs_episode_and_loss_scalars(tmp_path):
     assert "Env/episode_return_mean" in tags  # the env's extras["log"] is forwarded
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_has_the_loss_history(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     for key, sub in [("WANDB_DIR", "wandb_dir"), ("WANDB_CONFIG_DIR", "wandb_config"),

@@ -21,6 +21,7 @@ def _check(result: dict) -> None:
     assert diffs == [], "state a resume does not restore:\n" + "\n".join(diffs)
 
 
+@pytest.mark.slow
 def test_go2_ppo_resumes_exactly(tmp_path):
     result = run_pair(go2_plan("ppo", str(tmp_path)), str(tmp_path), 4)
     _check(result)
@@ -30,6 +31,7 @@ def test_go2_ppo_resumes_exactly(tmp_path):
 
 
 @pytest.mark.parametrize("start_weight", [4.0])
+@pytest.mark.slow
 def test_go2_distillation_resumes_exactly(tmp_path, start_weight):
     teacher = make_runner(go2_plan("ppo", str(tmp_path / "teacher")), str(tmp_path / "teacher"))
     teacher.learn(1)

@@ -28,6 +28,7 @@ def weights(runner: OnPolicyRunner) -> dict[str, torch.Tensor]:
     return {f"{name}.{k}": v.clone() for name, m in runner.models.items() for k, v in m.state_dict().items()}
 
 
+@pytest.mark.slow
 def test_video_leaves_training_unchanged_and_shows_env_0(tmp_path):
     """Same seed with and without videos: bit-identical weights; the frames are env 0 at the steps recorded."""
     plain = OnPolicyRunner(make_env(num_envs=N), base_cfg(), str(tmp_path / "plain"))
@@ -97,6 +98,7 @@ def test_tensorboard_gets_the_clip_path(tmp_path):
     assert texts == [(0, "videos/iter_0.mp4 (8 frames)"), (2, "videos/iter_2.mp4 (8 frames)")]
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_gets_the_clip(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     for key, sub in [("WANDB_DIR", "wandb_dir"), ("WANDB_CONFIG_DIR", "wandb_config"),
@@ -128,6 +130,7 @@ def _mujoco_renders() -> bool:
 
 
 @pytest.mark.skipif(not _mujoco_renders(), reason="no offscreen GL here (install libegl1 or libosmesa6)")
+@pytest.mark.slow
 def test_go2_video_leaves_training_unchanged(tmp_path):
     """Go2 renders env 0 from a copy of its joint state: 4 envs, 3 iterations, same weights with videos on."""
     from rlcore.env.task import make_task

@@ -59,6 +59,7 @@ def student_runner(teacher_ckpt: str, log_dir=None, env_seed: int = 0, num_envs:
     return runner
 
 
+@pytest.mark.slow
 def test_distillation_loss_falls_on_go2_observations(teacher_ckpt):
     runner = student_runner(teacher_ckpt, num_envs=16, steps=16, num_learning_epochs=2, gradient_length=8)
     teacher = {k: v.clone() for k, v in runner.alg.teacher.state_dict().items()}
@@ -99,6 +100,7 @@ def _identical(a: dict, b: dict) -> bool:
     return same and all(torch.equal(x, y) for x, y in zip(a["hidden"], b["hidden"]))
 
 
+@pytest.mark.slow
 def test_student_checkpoint_resumes_exactly(teacher_ckpt, tmp_path, monkeypatch):
     # A: iterations 0 and 1 in one go
     uninterrupted = student_runner(teacher_ckpt, tmp_path / "a")
@@ -176,6 +178,7 @@ def test_env_state_of_another_task_or_env_count_is_refused():
 
 
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+@pytest.mark.slow
 def test_exported_student_equals_torch_in_a_closed_loop(teacher_ckpt, tmp_path, rnn_type):
     """50 control steps of Go2 driven by onnxruntime (state fed back, zeroed at episode ends); the torch student sees
     the same observations: max |onnx - torch| < 1e-5."""

@@ -364,6 +364,7 @@ def test_unstable_steps_are_counted_terminated_and_reset():
     env.close()
 
 
+@pytest.mark.slow
 def test_a_real_instability_is_caught_with_too_few_solver_iterations():
     """Joint damping 3 at 4 solver iterations: an unconverged contact impulse spins joints past 100 rad/s within
     2 s of standing (the reason the task uses 10 iterations); at 10 iterations none."""
@@ -381,6 +382,7 @@ def test_a_real_instability_is_caught_with_too_few_solver_iterations():
     assert counts[4] > 0 and counts[10] == 0, counts
 
 
+@pytest.mark.slow
 def test_a_resume_with_another_seed_keeps_the_physical_variant_pool():
     """The variant pool is drawn from the seed at construction; the env state carries it, so a resume whose
     seed differs (a changed command line) still simulates the same robots, step for step."""

@@ -175,11 +175,9 @@ def test_every_term_states_its_unit():
 def test_the_shipped_policies_layout_is_what_the_declaration_generates(name):
     """The ONNX files in rlcore_tasks/go2/pretrained were exported before the declaration existed: the metadata the
     task generates today for their configuration (conf/task/go2.yaml: 5 history frames) is theirs, key for key."""
-    from pathlib import Path
+    from rlcore_tasks.go2.pretrained import PRETRAINED
 
-    import rlcore
-
-    meta = read_onnx_interface(Path(rlcore.__file__).parent / "pretrained" / f"{name}.onnx")
+    meta = read_onnx_interface(PRETRAINED[name].path)
     env = Go2Env(num_envs=1, seed=0, sim={"threads": 1}, domain_rand={"num_variants": 1},
                  obs={"history_length": 5})
     assert env.deployment_interface()["observation_groups"] == meta["observation_groups"]

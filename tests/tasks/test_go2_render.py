@@ -56,6 +56,7 @@ def floor_figures(env, width: int = 320, height: int = 240) -> dict:
 
 
 @pytest.mark.parametrize("terrain", [None, ROUGH], ids=["flat", "rough"])
+@pytest.mark.slow
 def test_a_frame_shows_the_floor_around_the_robot_and_sky_down_to_the_horizon(terrain):
     env = make("fast", terrain)
     try:
@@ -91,6 +92,7 @@ def test_the_camera_keeps_the_robot_in_the_middle_of_the_frame(shift):
     assert np.all(np.abs(centre - 0.5) < 0.08), centre
 
 
+@pytest.mark.slow
 def test_fast_and_full_frames_show_the_same_scene_and_both_draw_the_robots_shadow():
     env = make("fast")
     try:

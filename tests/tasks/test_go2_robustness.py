@@ -269,6 +269,7 @@ def test_a_falling_policy_is_flagged(tmp_path, go2_meta):
     assert r["not_followed"] == []  # a fall is counted as a fall, not as a command not followed
 
 
+@pytest.mark.slow
 def test_action_noise_and_repeats(tmp_path, go2_meta):
     """repeats=2 runs every case twice (cases <command>#0/#1): without noise the copies are identical, with
     action_noise each copy draws its own noise (the copies differ) and the same seed draws the same noise."""

@@ -58,6 +58,7 @@ def test_the_scan_finds_imports_into_task_packages(tmp_path):
                                                              (7, "rlcore_tasks.go2.env")]
 
 
+@pytest.mark.slow
 def test_rlcore_source_imports_no_task_package():
     packages = task_packages()
     assert "rlcore_tasks" in packages  # read from pyproject's rlcore.tasks entry points

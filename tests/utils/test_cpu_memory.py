@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # most tests measure memory in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 glibc_only = pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
                                 reason="mallopt tuning is glibc's")

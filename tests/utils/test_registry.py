@@ -90,6 +90,7 @@ def test_the_hydra_tree_takes_its_defaults_from_the_typed_configs():
     assert compose(["algorithm.desired_kl=0.02", "runner.eval_num_envs=8"]).algorithm.desired_kl == 0.02
 
 
+@pytest.mark.slow
 def test_conf_composes_in_a_plain_hydra_program():
     """conf/ pulls in its defaults nodes itself (hydra.searchpath): a script that only uses Hydra composes it."""
     import subprocess
