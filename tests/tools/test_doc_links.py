@@ -135,3 +135,35 @@ def test_the_readme_test_command_is_the_line_ci_runs():
     assert first == block_start + 2, "the test command must be the second line of the README's first code block"
     assert lines[first - 1].startswith("pip install ") and "rlcore.train" in lines[first - 1]
     assert "ruff check ." in lines[first] and "python -m pytest" in lines[first]
+
+
+def unclosed_fence(text: str) -> int | None:
+    """The 1-based line of a code fence that is never closed, or None. A fence closes with a bare fence of the same
+    character, at least as long; a fence with an info string (```bash) inside an open block counts as the
+    unclosed block's symptom too: in these docs it is always a block whose closing line was lost."""
+    opened: tuple[int, str] | None = None
+    for i, line in enumerate(text.splitlines(), 1):
+        m = _FENCE.match(line)
+        if not m:
+            continue
+        fence, info = m.group(1), line.strip()[len(m.group(1)):].strip()
+        if opened is None:
+            opened = (i, fence)
+        elif fence[0] == opened[1][0] and len(fence) >= len(opened[1]):
+            if info:
+                return opened[0]
+            opened = None
+    return None if opened is None else opened[0]
+
+
+def test_an_unclosed_fence_is_found():
+    assert unclosed_fence("a\n```bash\nx\n```\nb\n") is None
+    assert unclosed_fence("```diff\n-a\n+b\nprose that was meant to be outside\n") == 1
+    assert unclosed_fence("```\n~~~\n```\n") is None  # another fence character inside a block is its text
+    assert unclosed_fence("```diff\n-a\ntext\n```bash\nx\n```\n") == 1  # the diff block's closing line is lost
+
+
+@pytest.mark.parametrize("page", doc_pages(REPO_ROOT), ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_every_code_block_is_closed(page):
+    line = unclosed_fence(page.read_text(encoding="utf-8"))
+    assert line is None, f"{page.relative_to(REPO_ROOT)}:{line}: a code block opened here is never closed"
