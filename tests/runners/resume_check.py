@@ -85,7 +85,7 @@ def snapshot(obj, path: str = "runner", out: dict | None = None, seen: set | Non
                     snapshot(child, f"{path}.{name}", out, seen)
                 continue
             snapshot(value, f"{path}.{key}", out, seen)
-    elif type(obj).__module__.split(".")[0] in ("rlcore", "tasks", "tests") or hasattr(obj, "__dataclass_fields__"):
+    elif type(obj).__module__.split(".")[0] in ("rlcore", "rlcore_tasks", "tests") or hasattr(obj, "__dataclass_fields__"):
         for key, value in vars(obj).items() if hasattr(obj, "__dict__") else ():
             if key not in NOT_RUN_STATE and not (inspect.isroutine(value) or isinstance(value, type)):
                 snapshot(value, f"{path}.{key}", out, seen)
