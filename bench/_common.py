@@ -13,7 +13,7 @@ loads it):
 - learner sizes, cases, the zero-cost env and its runners (``learner.py``, ``learner_step_ab.py``);
 - ``floor_loss``, the bare-PyTorch PPO loss (``learner.py``, ``learner_step_ab.py``, ``go2_update.py``);
 - ``go2_training``, ``evaluate``, ``with_policy`` and the walking rule's defaults (``time_to_walk.py``,
-  ``time_to_walk_vs_rsl_rl.py``, ``teacher_student.py``, ``go2_update.py``, ``video_overhead.py``);
+  ``time_to_walk_vs_rsl_rl.py``, ``teacher_student.py``, ``go2_update.py``, ``video_overhead.py``, ``cnn_update.py``);
 - ``ROBOTS`` and ``probe_env``, a checkpoint's Go2 task with commands held (``noise_gap.py``,
   ``command_integral.py``).
 """
