@@ -5,8 +5,10 @@ on ``sys.path``).
 
 - ``learning`` (trains a policy to a threshold) implies ``slow``: every ``learning`` item gets the ``slow`` marker at
   collection, so ``-m "not slow"`` leaves them out too.
-- An item without either marker whose setup + call take longer than the limit (2 s; the environment variable
-  ``RLCORE_UNMARKED_LIMIT_S`` overrides it, in seconds) fails, even when its test passed, with one line:
+- An item without either marker whose setup + call take longer than the limit (2 s; 5 s where ``CI=true``, since a
+  shared CI machine late in the full run slows a test of ~0.6 s to 2.5 s now and then - measured here; the
+  environment variable ``RLCORE_UNMARKED_LIMIT_S`` overrides both, in seconds) fails, even when its test passed,
+  with one line:
   ``<nodeid> took X.X s unmarked: mark it @pytest.mark.slow (limit 2 s)``. Setup counts: a module- or
   session-scoped fixture that trains or starts processes costs the first test that uses it, and in a
   ``-m "not slow"`` run that is a test of the fast tier, so its users are ``slow`` too.
@@ -20,6 +22,7 @@ import pytest
 
 LIMIT_ENV = "RLCORE_UNMARKED_LIMIT_S"
 DEFAULT_LIMIT_S = 2.0
+CI_LIMIT_S = 5.0
 TIER_MARKERS = ("slow", "learning")
 
 _limit_key = pytest.StashKey[float]()
@@ -27,10 +30,11 @@ _setup_key = pytest.StashKey[float]()
 
 
 def unmarked_limit_s() -> float:
-    """The limit on an unmarked test's setup + call, in seconds (``RLCORE_UNMARKED_LIMIT_S``, default 2)."""
+    """The limit on an unmarked test's setup + call, in seconds (``RLCORE_UNMARKED_LIMIT_S``; else 5 where
+    ``CI=true``, 2 elsewhere)."""
     raw = os.environ.get(LIMIT_ENV, "").strip()
     if not raw:
-        return DEFAULT_LIMIT_S
+        return CI_LIMIT_S if os.environ.get("CI", "").lower() in ("1", "true") else DEFAULT_LIMIT_S
     try:
         value = float(raw)
     except ValueError:

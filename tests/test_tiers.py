@@ -93,6 +93,7 @@ def test_bad_limit_is_a_usage_error(pytester, monkeypatch):
 @pytest.mark.slow
 def test_default_limit_is_2_s(pytester, monkeypatch):
     monkeypatch.delenv("RLCORE_UNMARKED_LIMIT_S", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # CI=true allows 5 s (test_ci_limit_is_5_s)
     result = run_inner(pytester, """
         import time
         import pytest
@@ -107,3 +108,17 @@ def test_default_limit_is_2_s(pytester, monkeypatch):
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["test_inner.py::test_unmarked took 2.* s unmarked: mark it @pytest.mark.slow "
                                  "(limit 2 s)"])
+
+
+def test_ci_limit_is_5_s(monkeypatch):
+    """On CI (``CI=true``) the limit is 5 s unless ``RLCORE_UNMARKED_LIMIT_S`` says otherwise; 2 s elsewhere."""
+    from _tiers import unmarked_limit_s
+
+    monkeypatch.delenv("RLCORE_UNMARKED_LIMIT_S", raising=False)
+    monkeypatch.setenv("CI", "true")
+    assert unmarked_limit_s() == 5.0
+    monkeypatch.setenv("RLCORE_UNMARKED_LIMIT_S", "1.5")
+    assert unmarked_limit_s() == 1.5
+    monkeypatch.delenv("RLCORE_UNMARKED_LIMIT_S")
+    monkeypatch.delenv("CI")
+    assert unmarked_limit_s() == 2.0
