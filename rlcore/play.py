@@ -34,7 +34,7 @@ from rlcore.checkpoint.run_files import RunInfo, load_run, make_run_env, make_ru
 from rlcore.config.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
 from rlcore.config.schema import PlayCfg
 from rlcore.deployment import STATE_INPUTS, read_onnx_interface
-from rlcore.env.task import find_pretrained, get_task, list_tasks, tasks_with
+from rlcore.env.task import find_pretrained, get_task, shipped_policies, tasks_with
 from rlcore.errors import ConfigError
 from rlcore.logging.logger import metric_name
 from rlcore.logging.video import VideoWriter, control_period, render_frame  # rlcore.export imports control_period here
@@ -225,7 +225,7 @@ def _check_args(args: dict) -> int:
     sources = [k for k in ("checkpoint", "pretrained") if args.get(k)]
     if not sources and not args.get("onnx"):
         raise UserError("play needs checkpoint=<model_<it>.pt or a run directory>, onnx=<exported policy.onnx> or "
-                        f"pretrained=<name> ({', '.join(_shipped_names()) or 'none installed'}), e.g. python -m rlcore.play "
+                        f"pretrained=<name> ({', '.join(sorted(shipped_policies())) or 'none installed'}), e.g. python -m rlcore.play "
                         "checkpoint=logs/pendulum/<run>.")
     if len(sources) > 1 or (args.get("pretrained") and args.get("onnx")):
         raise UserError("pretrained= is a policy of its own: give it without checkpoint= or onnx=.")
@@ -300,9 +300,6 @@ def env_from_interface(meta: dict) -> dict:
     """The env settings that replay an exported file, from its task's ``TaskSpec.env_from_interface``."""
     return get_task(str(meta["task"])).env_from_interface(meta)
 
-
-def _shipped_names() -> list[str]:
-    return sorted(n for t in list_tasks() for n in get_task(t).pretrained)
 
 
 def run_episodes(env, actor, device: str, episodes: int, per_env: int, max_steps: int, writer, args: dict) -> dict:

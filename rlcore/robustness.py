@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlcore.config.cli import UserError, check_counts, parse_key_values, usage, user_errors
-from rlcore.env.task import RobustnessSuite, find_pretrained, get_task, list_tasks, tasks_with
+from rlcore.env.task import RobustnessSuite, find_pretrained, get_task, shipped_policies, tasks_with
 from rlcore.errors import ConfigError
 
 # torch, onnxruntime and the task's simulator load inside the functions that use them, so that ``--help`` and a
@@ -74,16 +74,11 @@ class RobustnessCfg:
     seed: int = 0  # seed of the action noise
 
 
-def _shipped() -> dict:
-    """Shipped policy name -> its file, over the registered tasks."""
-    return {n: p.path for t in list_tasks() for n, p in get_task(t).pretrained.items()}
-
-
 def resolve_policy(path: str) -> str:
     """The ONNX file of ``path``: the file itself, a run directory's ``exported/policy.onnx`` / ``policy.onnx``, or
     the file of a policy shipped with a task (``go2_flat``: the task's ``TaskSpec.pretrained``) when no such path
     exists."""
-    if not os.path.exists(path) and path in _shipped():
+    if not os.path.exists(path) and path in shipped_policies():
         return find_pretrained(path).path
     if os.path.isdir(path):
         for candidate in (os.path.join(path, "exported", "policy.onnx"), os.path.join(path, "policy.onnx")):
@@ -93,12 +88,13 @@ def resolve_policy(path: str) -> str:
                         f"python -m rlcore.export checkpoint={path} format=onnx.")
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file or directory; give an exported policy.onnx, a run directory or a "
-                        f"shipped policy ({', '.join(_shipped()) or 'none installed'}).")
+                        f"shipped policy ({', '.join(shipped_policies()) or 'none installed'}).")
     return path
 
 
-def load_interface(path: str) -> dict:
-    """The file's rlcore interface; a UserError if it is not ONNX, has none, or its task has no robustness suite."""
+def load_interface(path: str) -> tuple[dict, RobustnessSuite]:
+    """The file's rlcore interface and its task's robustness suite; a UserError if it is not ONNX, has no interface,
+    its task has no robustness suite, or the interface lacks what the closed loop needs."""
     from rlcore.deployment import read_onnx_interface
 
     try:
@@ -109,12 +105,12 @@ def load_interface(path: str) -> dict:
     if not meta:
         raise UserError(f"{path} has no rlcore interface in its metadata (rlcore.* metadata_props); export it with "
                         "this rlcore: python -m rlcore.export checkpoint=<run> format=onnx.")
-    suite_of(meta, path)  # its task is installed and has a robustness grid
+    suite = suite_of(meta, path)  # first: a file of a task without a grid is told so, not what it lacks
     missing = [k for k in REQUIRED if k not in meta]
     if missing:
         raise UserError(f"{path}: its rlcore metadata lacks {', '.join(missing)} (exported by rlcore "
                         f"{meta.get('version')}); re-export it with this rlcore.")
-    return meta
+    return meta, suite
 
 
 def suite_of(meta: dict, path: str = "the policy") -> RobustnessSuite:
@@ -176,8 +172,7 @@ def evaluate(policy: str, variants: Sequence | None = None,
     """
     start = time.perf_counter()
     path = resolve_policy(str(policy))
-    meta = load_interface(path)
-    suite = suite_of(meta, path)
+    meta, suite = load_interface(path)
     variants = list(suite.grid if variants is None else variants)
     names = [v for v in variants if isinstance(v, str)]
     if names:  # names resolve to the grid's variants, in the order given

@@ -80,7 +80,8 @@ def user_groups_help() -> str:
     """
     root = config_dir()
     groups = sorted(g for g in os.listdir(root) if os.path.isdir(os.path.join(root, g)) and g not in AUTOMATIC_GROUPS)
-    return "\n".join(f"{g}: {', '.join(group_options(g))}" for g in groups if group_options(g))
+    options = {g: group_options(g) for g in groups}
+    return "\n".join(f"{g}: {', '.join(names)}" for g, names in options.items() if names)
 
 
 def compose(overrides: Sequence[str], config_name: str = "config", return_hydra_config: bool = False):

@@ -178,11 +178,16 @@ def make_task(name: str, module: str | None = None, **kwargs: Any) -> VecEnv:
     return get_task(name).make_env(**kwargs)
 
 
+def shipped_policies(task: str | None = None) -> dict[str, Pretrained]:
+    """Name -> shipped policy, of ``task`` when given, else of every registered task."""
+    specs = [get_task(task)] if task else [get_task(t) for t in list_tasks()]
+    return {n: p for s in specs for n, p in s.pretrained.items()}
+
+
 def find_pretrained(name: str, task: str | None = None) -> Pretrained:
     """The shipped policy ``name`` (of ``task`` when given, else of any registered task); a ConfigError listing the
     shipped names otherwise."""
-    specs = [get_task(task)] if task else [get_task(t) for t in list_tasks()]
-    shipped = {n: p for s in specs for n, p in s.pretrained.items()}
+    shipped = shipped_policies(task)
     if name not in shipped:
         where = f" for task {task}" if task else ""
         raise ConfigError(f"pretrained={name}: no such policy{where}; shipped: {', '.join(sorted(shipped)) or 'none'}.")
