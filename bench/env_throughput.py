@@ -1,6 +1,7 @@
 """Go2 environment throughput: the task's control steps per second against raw MuJoCo rollout.
 
-For each env count it builds ``task=go2`` (its Hydra task settings, ``conf/task/go2.yaml``) and steps it
+For each env count it builds ``task=go2`` (its Hydra task settings, ``conf/task/go2.yaml``; ``--task go2_rough``:
+the rough terrain with its height scan and the scan's errors, ``conf/task/go2_rough.yaml``) and steps it
 with a fixed random policy (Gaussian actions, std 0.5, from a seeded generator): that is the *task* rate,
 physics plus the whole MDP (observations, rewards, terminations, resets, commands, pushes, numpy <->
 torch, actuation latency, physics-failure checks). The *raw* rate steps the very same simulator object
@@ -13,8 +14,9 @@ Run (from the repository root)::
 
     python bench/env_throughput.py                   # 1024 and 4096 envs
     python bench/env_throughput.py --envs 512 2048 --steps 50
+    python bench/env_throughput.py --task go2_rough --envs 1024   # the raw rollout on the same height field
 
-Last line: ``env_throughput: envs=<n> task_steps_per_s=<a> raw_steps_per_s=<b> ratio=<a/b>`` (largest n).
+Last line: ``env_throughput: task=<task> envs=<n> task_steps_per_s=<a> raw_steps_per_s=<b> ratio=<a/b>`` (largest n).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from _common import ROOT
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", choices=["go2", "go2_rough"], default="go2")
     p.add_argument("--envs", type=int, nargs="+", default=[1024, 4096])
     p.add_argument("--steps", type=int, default=40, help="control steps per timed block")
     p.add_argument("--blocks", type=int, default=3, help="alternating task/raw blocks per env count")
@@ -44,13 +47,13 @@ def main(argv: list[str] | None = None) -> tuple[float, float]:
     from rlcore.env.task import make_task
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["task=go2"])
+        cfg = compose("config", overrides=[f"task={args.task}"])
     env_kwargs = OmegaConf.to_container(cfg.task.env, resolve=True) or {}
     if args.threads:
         env_kwargs.setdefault("sim", {})["threads"] = args.threads
     result = (float("nan"), float("nan"))
     for n in args.envs:
-        env = make_task("go2", num_envs=n, device="cpu", seed=0, **env_kwargs)
+        env = make_task(args.task, num_envs=n, device="cpu", seed=0, **env_kwargs)
         gen = torch.Generator().manual_seed(0)
         scale = env.cfg_task.control.action_scale
         default = env.default_dof_pos.double().numpy()
@@ -82,13 +85,13 @@ def main(argv: list[str] | None = None) -> tuple[float, float]:
             raw_t += raw_block(args.steps)
         total = n * args.steps * args.blocks
         task_rate, raw_rate = total / task_t, total / raw_t
-        print(f"[env_throughput] envs={n} threads={env.sim.nthread} physics_dt={env.cfg_task.sim.dt} "
+        print(f"[env_throughput] task={args.task} envs={n} threads={env.sim.nthread} physics_dt={env.cfg_task.sim.dt} "
               f"decimation={env.sim.decimation}: task {task_rate:,.0f} steps/s, raw MuJoCo {raw_rate:,.0f} steps/s, "
               f"ratio {task_rate / raw_rate:.2f}", flush=True)
         result = (task_rate, raw_rate)
         env.close()
     task_rate, raw_rate = result
-    print(f"env_throughput: envs={args.envs[-1]} task_steps_per_s={task_rate:.0f} raw_steps_per_s={raw_rate:.0f} "
+    print(f"env_throughput: task={args.task} envs={args.envs[-1]} task_steps_per_s={task_rate:.0f} raw_steps_per_s={raw_rate:.0f} "
           f"ratio={task_rate / raw_rate:.2f}")
     return result
 

@@ -220,7 +220,7 @@ def _run_grid(env, path: str, meta: dict, variants: list, commands: list, settle
         env.assign_variants(variants, np.repeat(np.arange(len(variants)), len(commands)))
         cmd = torch.tensor([c for _, c in commands], dtype=torch.float32)  # [C, 3]
         env.commands[:] = cmd.repeat(len(variants), 1)  # [N, 3]
-        return _closed_loop(env, _session(path), meta, settle, measured, noise)
+        return _closed_loop(env, session_of(path), meta, settle, measured, noise)
     finally:
         env.close()
 
@@ -295,9 +295,7 @@ def _closed_loop(env, session, meta: dict, settle: int, measured: int, noise: tu
     import torch
 
     n = env.num_envs
-    feeds_of = _feeder(meta, session)
-    output_names = [o.name for o in session.get_outputs()]
-    state = {s["input"]: np.zeros((s["shape"][0], n, s["shape"][2]), dtype=np.float32) for s in meta["recurrent_state"]}
+    policy = OnnxPolicy(session, meta, n)
     cmd = env.commands.detach().cpu().numpy().astype(np.float64)
     fallen, unstable = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     fall_time = np.full(n, np.nan)
@@ -306,12 +304,7 @@ def _closed_loop(env, session, meta: dict, settle: int, measured: int, noise: tu
     obs = env.get_observations()
     with torch.inference_mode():
         for step in range(settle + measured):
-            outputs = dict(zip(output_names, session.run(None, {**feeds_of(obs), **state})))
-            for s in meta["recurrent_state"]:
-                state[s["input"]] = outputs[s["output"]]
-            actions = outputs["actions"]
-            bad_action = ~np.isfinite(actions).all(axis=1)
-            actions = np.where(bad_action[:, None], 0.0, actions).astype(np.float32)
+            actions, bad_action = policy(obs)
             if noise is not None:
                 actions = actions + (noise[0] * noise[1].standard_normal(actions.shape)).astype(np.float32)
             obs, _, dones, extras = env.step(torch.from_numpy(actions))
@@ -332,7 +325,37 @@ def _closed_loop(env, session, meta: dict, settle: int, measured: int, noise: tu
             "fallen": fallen, "unstable": unstable, "fall_time": fall_time}
 
 
-def _session(path: str):
+class OnnxPolicy:
+    """An exported policy run by onnxruntime on ``n`` envs: ``policy(obs)`` feeds it the env's observations
+    (:func:`feeder`) and its recurrent state (zeros at first, then its own outputs, ``meta["recurrent_state"]``)
+    and returns ``(actions [n, A] float32, bad [n] bool)``: rows with a non-finite action are zeroed and flagged
+    in ``bad``.
+
+    Args:
+        session: an onnxruntime session (:func:`session_of`) or the path of the file.
+        meta: the file's interface (:func:`load_interface`).
+        n: number of envs.
+    """
+
+    def __init__(self, session, meta: dict, n: int) -> None:
+        self.session = session_of(session) if isinstance(session, (str, os.PathLike)) else session
+        self.meta = meta
+        self.feeds_of = feeder(meta, self.session)
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.state = {s["input"]: np.zeros((s["shape"][0], n, s["shape"][2]), dtype=np.float32)
+                      for s in meta["recurrent_state"]}
+
+    def __call__(self, obs) -> tuple[np.ndarray, np.ndarray]:
+        outputs = dict(zip(self.output_names, self.session.run(None, {**self.feeds_of(obs), **self.state})))
+        for s in self.meta["recurrent_state"]:
+            self.state[s["input"]] = outputs[s["output"]]
+        actions = outputs["actions"]
+        bad = ~np.isfinite(actions).all(axis=1)
+        return np.where(bad[:, None], 0.0, actions).astype(np.float32), bad
+
+
+def session_of(path: str):
+    """An onnxruntime CPU session of ``path`` (one thread); a UserError when onnxruntime cannot load it."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -344,7 +367,7 @@ def _session(path: str):
         raise UserError(f"{path}: onnxruntime cannot load it ({' '.join(str(err).split())[:200]}).") from None
 
 
-def _feeder(meta: dict, session) -> Callable:
+def feeder(meta: dict, session) -> Callable:
     """A function from the env's observations (TensorDict) to the session's observation inputs."""
     import torch
 

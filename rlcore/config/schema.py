@@ -100,6 +100,9 @@ class RunnerCfg:
 
     num_steps_per_env: int = 24  # env steps per env per iteration (rollout length)
     max_iterations: int = 1500  # learning iterations of a run
+    # wall-clock budget of a learn() call [minutes]: training stops after the first iteration that ends past it, saved
+    # and exported as at max_iterations (null: off). Compares configurations by time rather than iterations.
+    max_minutes: Optional[float] = None
     save_interval: int = 50  # a checkpoint model_<it>.pt every this many iterations (and the last one)
     # the run's name (rsl_rl's); rlcore.train's log directory is logs/<experiment_name>/<date>_<time>
     experiment_name: str = "rlcore"

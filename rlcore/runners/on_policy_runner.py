@@ -196,6 +196,8 @@ class OnPolicyRunner:
         if self.is_distributed:
             _broadcast_flag(False, self.device)
         saved = None  # the iteration whose checkpoint was written last in this call
+        budget = self.cfg.get("max_minutes")
+        deadline = None if budget is None else time.monotonic() + 60.0 * float(budget)
         try:
             for it in range(start, start + num_it):
                 obs, stats = self._iteration(it, obs, start, start + num_it)
@@ -206,7 +208,11 @@ class OnPolicyRunner:
                     saved = it
                 if self.is_main and callback is not None and callback(it, stats):
                     stop = True
-                if self.is_distributed and callback is not None:  # a callback's stop (rank 0) stops every rank
+                if self.is_main and deadline is not None and time.monotonic() >= deadline and not stop:
+                    print(f"[rlcore] runner.max_minutes={budget:g} reached after iteration {it}: training stops",
+                          flush=True)
+                    stop = True
+                if self.is_distributed and (callback is not None or deadline is not None):  # rank 0's stop
                     stop = _broadcast_flag(stop, self.device)
                 if stop:
                     break

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 STATE_TENSORS = ("episode_length_buf", "episode_steps", "actions", "last_actions", "last_dof_vel", "commands",
                  "heading_target", "heading_envs", "feet_air_time", "first_contact", "last_contacts", "push_vel",
                  "base_lin_vel_mean", "terminated", "spawn_xy",
-                 "imu_bias", "joint_pos_bias", "policy_history", "last_policy_obs", "history_fresh")
+                 "imu_bias", "joint_pos_bias", "policy_history", "last_policy_obs", "history_fresh",
+                 "scan_offset", "scan_lag", "scan_poses")
 HISTORY_TENSORS = ("policy_history", "last_policy_obs", "history_fresh")
 # State tensors added after states were first saved, and the value an older state implies for them: every env
 # under heading control (before heading_fraction), every robot's running mean velocity from rest.

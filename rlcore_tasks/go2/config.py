@@ -261,6 +261,16 @@ class DomainRandCfg:
     imu_bias_gravity: float = 0.02
     randomize_encoder_bias: bool = True
     encoder_bias: float = 0.02
+    # Height-scan errors of a real elevation map (rlcore_tasks/go2/scan.py; rough terrain, with obs.add_noise like
+    # the sensor biases; the per-cell, per-step noise is obs.noise_height): a per-episode vertical offset U(-a, a)
+    # [m] (the map drifting against the base height; grows with the randomisation progress like the biases); cells
+    # missing at each step with this probability, fed as the missing-cell value (0: ground at the nominal base
+    # height, the deployment metadata's missing_value); and a lag: the map is the one seen from the pose of k
+    # control steps ago, k drawn per episode from 0..scan_max_lag.
+    randomize_height_scan: bool = True
+    scan_offset: float = 0.03
+    scan_missing_fraction: float = 0.05
+    scan_max_lag: int = 2
     push_robots: bool = True
     push_interval_s: float = 15.0
     max_push_vel_xy: float = 1.0
@@ -268,22 +278,49 @@ class DomainRandCfg:
 
 @dataclass
 class TerrainCfg:
-    type: str = "flat"  # flat | rough
+    """The ground: a plane, legged_gym-style rough terrain with a level curriculum, or one fixed test course.
+
+    ``rough`` is a grid of square tiles, ``num_levels`` rows of difficulty along x by ``num_cols`` columns along y
+    whose kinds follow ``proportions`` (:data:`rlcore_tasks.go2.terrain.TILE_KINDS`). Difficulty d = level /
+    (num_levels - 1) sets each kind's size linearly from its easiest to its hardest value below: slope angle
+    0..``max_slope_deg``; stair step ``min_step_height``..``max_step_height``; obstacle height
+    ``min_obstacle_height``..``max_obstacle_height``; bump amplitude up to ``max_roughness``. Every tile keeps a flat
+    spawn platform at its centre. Generation is numpy only, seeded by ``seed``: the same settings give the same
+    field, bit for bit. ``course`` is one straight evaluation course of ``bench/rough_eval.py`` (see
+    :func:`rlcore_tasks.go2.terrain.course_heights`).
+    """
+
+    type: str = "flat"  # flat | rough | course
     # rough: a grid of tiles, one row per difficulty level, columns cycling through the kinds below.
     tile_size: float = 8.0  # [m]
     num_levels: int = 10
-    num_cols: int = 8
+    num_cols: int = 10
     horizontal_scale: float = 0.1  # [m] per height-field cell
+    # Share of the columns per kind (normalised). Columns of "slope", "rough_slope" alternate between a hill (walk
+    # out from the spawn platform: downhill) and a pit (uphill); stairs_up climbs and stairs_down descends walking
+    # out from the platform.
     proportions: dict[str, float] = field(
-        default_factory=lambda: {"slope": 0.2, "rough_slope": 0.2, "stairs_up": 0.2, "stairs_down": 0.2, "random": 0.2}
+        default_factory=lambda: {"slope": 0.2, "rough_slope": 0.1, "stairs_up": 0.2, "stairs_down": 0.2,
+                                 "random": 0.1, "discrete": 0.2}
     )
-    max_slope: float = 0.4  # rise over run at the hardest level
+    max_slope_deg: float = 25.0  # slope angle at the hardest level [deg] (0 at level 0)
     max_roughness: float = 0.06  # [m] amplitude of the random bumps at the hardest level
-    max_step_height: float = 0.15  # [m] stair step at the hardest level
+    min_step_height: float = 0.05  # [m] stair step at level 0
+    max_step_height: float = 0.18  # [m] stair step at the hardest level
     step_width: float = 0.3  # [m]
+    min_obstacle_height: float = 0.03  # [m] discrete obstacles (raised or sunk boxes) at level 0
+    max_obstacle_height: float = 0.15  # [m] ... at the hardest level
+    obstacle_size: list[float] = field(default_factory=lambda: [0.4, 1.0])  # box side range [m]
+    num_obstacles: int = 24  # per tile
+    platform_size: float = 2.0  # side of the flat spawn platform at each tile centre [m]
+    # flat ground (height 0) around the grid [m], so that a robot walking off an edge tile still has ground under it
+    # and its scan reads the ground MuJoCo collides with; tile (level, col) spans x = border + level * tile_size...
+    border_size: float = 3.0
     curriculum: bool = True
     max_init_level: int = 3
     seed: int = 0
+    # course: "flat", "rough", "stairs_up_<h>cm", "stairs_down_<h>cm" or "slope_<a>deg" (e.g. stairs_up_13cm)
+    course: str = "flat"
 
 
 @dataclass

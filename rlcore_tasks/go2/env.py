@@ -41,7 +41,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.env import ConfigError, VecEnv
-from rlcore_tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets
+from rlcore_tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets, scan
 from rlcore_tasks.go2.config import Go2Cfg, make_config
 from rlcore_tasks.go2.geometry import quat_rotate_inverse, wrap_to_pi, yaw_of
 from rlcore_tasks.go2.rewards import REWARD_TERMS
@@ -142,6 +142,7 @@ class Go2Env(VecEnv):
         self.base_lin_vel_mean = z(2)  # planar base velocity, moving average over rewards.mean_vel_tau
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
         self.imu_bias, self.joint_pos_bias = z(6), z(12)  # per episode: gyro (3), gravity (3); encoders (12)
+        scan.init_state(self)  # the height scan's errors (scan_offset, scan_lag, scan_poses)
         self._physics_failures = torch.zeros((), dtype=torch.long, device=dev)  # a tensor: no sync per step
         # Observation history: the policy frames of the last history_length steps, newest first; the frame last
         # returned (pushed at the next step); envs whose history restarts from their next frame (new episodes).
@@ -237,6 +238,7 @@ class Go2Env(VecEnv):
         self.feet_air_time *= ~contact_filt
         self._track_metrics()
         self._push_history()
+        scan.push_pose(self)
         final_obs = self._observe()
 
         env_ids = dones.nonzero(as_tuple=False).squeeze(-1)
@@ -316,12 +318,8 @@ class Go2Env(VecEnv):
 
     def height_scan_points(self) -> torch.Tensor:
         """World xy of every scan point, ``[N, H, W, 2]`` (grid in the base's yaw frame)."""
-        yaw = yaw_of(self.base_quat)
-        cos, sin = torch.cos(yaw)[:, None, None], torch.sin(yaw)[:, None, None]
-        lx, ly = self._scan_local[..., 0], self._scan_local[..., 1]
-        x = self.base_pos[:, 0, None, None] + cos * lx - sin * ly
-        y = self.base_pos[:, 1, None, None] + sin * lx + cos * ly
-        return torch.stack([x, y], dim=-1)
+        pose = torch.cat([self.base_pos[:, :2], yaw_of(self.base_quat).unsqueeze(-1)], dim=-1)
+        return scan.world_points(self, self._scan_local, pose)
 
     def _observe(self) -> TensorDict:
         o = self.cfg_task.obs

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
+from rlcore_tasks.go2 import scan
 from rlcore_tasks.go2.config import Go2Cfg
 from rlcore_tasks.go2.randomization import PHYSICAL_TERMS
 from rlcore_tasks.go2.terrain import scan_points
@@ -67,6 +68,9 @@ class ObsTerm:
     bias: Read | None = None
     bias_amplitude: float = 0.0
     divide: bool = False
+    #: A grid term's missing cells (bool ``[N, H, W]``, with ``obs.add_noise``) and the value they read.
+    missing: Read | None = None
+    missing_value: float = 0.0
 
     def describe(self) -> str:
         """The quantity with its unit, as the deployment metadata states it."""
@@ -180,7 +184,8 @@ def observation_groups(cfg: Go2Cfg) -> dict[str, ObsGroup]:
         ObsTerm("height_scan", rows * cols, Read("height_above_terrain"),
                 f"clip(base height above the terrain point - {target}, {lo:g}, {hi:g}) [{{unit}}] on a grid "
                 f"x {list(o.scan_x)}, y {list(o.scan_y)}, step {o.scan_resolution} in the base's yaw frame", "m",
-                scale=o.height_scale, offset=target, clip=(lo, hi), noise=o.noise_height),))
+                scale=o.height_scale, offset=target, clip=(lo, hi), noise=o.noise_height,
+                missing=Read("height_scan_missing"), missing_value=scan.MISSING_VALUE),))
     groups["base_lin_vel"] = ObsGroup("base_lin_vel", terms=(
         ObsTerm("base_lin_vel", 3, Read("base_lin_vel"),
                 "base linear velocity, base frame [{unit}] (privileged: an estimator's target)", "m/s",
@@ -196,21 +201,13 @@ def _sensor_bias(name: str) -> Callable[[Go2Env], torch.Tensor]:
     return read
 
 
-def _height_above_terrain(env: Go2Env) -> torch.Tensor:
-    """The base's height above every scan point, ``[N, H, W]``."""
-    if env.terrain.is_flat:  # every scan point lies at height 0: skip the grid (same values, bit for bit)
-        terrain = torch.zeros(1, *env._scan_local.shape[:2], device=env.device)  # [1, H, W], broadcast
-    else:
-        terrain = env.sim.heights(env.height_scan_points())  # [N, H, W]
-    return env.base_pos[:, 2, None, None] - terrain
-
-
 #: States a term may read besides the env's attributes.
 SOURCES: dict[str, Callable[[Go2Env], torch.Tensor]] = {
     "variant": lambda env: env.variant_params[env.sim.env_variant],  # [N, 20]: each env's physical variant
     "imu_bias": _sensor_bias("imu_bias"),
     "joint_pos_bias": _sensor_bias("joint_pos_bias"),
-    "height_above_terrain": _height_above_terrain,
+    "height_above_terrain": scan.height_above_terrain,  # with the scan's errors (offset, lag) when they apply
+    "height_scan_missing": scan.missing,
 }
 
 
@@ -276,6 +273,8 @@ def term_value(env: Go2Env, term: ObsTerm, read: Callable[[Read], torch.Tensor] 
     o, amplitude = env.cfg_task.obs, term.noise_amplitude()
     if o.add_noise and amplitude != 0.0:
         x = x + (torch.rand(x.shape, generator=env.generator, device=env.device) * 2 - 1) * amplitude * o.noise_level
+    if o.add_noise and term.missing is not None:
+        x = x.masked_fill(read(term.missing), term.missing_value)
     return x
 
 
@@ -305,10 +304,48 @@ def observe(env: Go2Env, groups: dict[str, ObsGroup]) -> dict[str, torch.Tensor]
 
 
 # ---------------------------------------------------------------------------------------------- the metadata
+def _scan_layout(group: ObsGroup, term: ObsTerm, cfg: Go2Cfg) -> dict:
+    """The height scan's layout as machine-readable fields: where its points are (``points``), what each value
+    measures (``measures``: the formula and its numbers), what a missing cell reads (``missing_value``) and the
+    map errors of training (``training_perturbations``, amplitudes 0 where they do not apply; never to be added at
+    deployment)."""
+    o, dr = cfg.obs, cfg.domain_rand
+    rows, cols = _scan_shape(tuple(o.scan_x), tuple(o.scan_y), o.scan_resolution)  # the env's grid [H (y), W (x)]
+    r, x0, y0 = (round(float(v), 9) for v in (o.scan_resolution, o.scan_x[0], o.scan_y[0]))
+    lo, hi = term.clip if term.clip is not None else (None, None)
+    errors = o.add_noise and dr.randomize_height_scan and cfg.terrain.type != "flat"  # as scan.active
+    factor = o.noise_level if o.add_noise else 0.0
+    return {
+        "points": {"frame": "base_yaw", "frame_axes": "x forward, y left, z up; rotated by the base's yaw only "
+                   "(no roll or pitch), origin at the base's xy", "x": [x0, round(x0 + (cols - 1) * r, 9)],
+                   "y": [y0, round(y0 + (rows - 1) * r, 9)], "resolution": r, "shape": [rows, cols],
+                   "order": "row_major_y_then_x",
+                   "order_meaning": "row i at y = y[0] + i * resolution, column j at x = x[0] + j * resolution"},
+        "measures": {"quantity": "base_height_above_terrain", "unit": "m",
+                     "formula": "value = clip(base_z - terrain_z(point) - offset, clip_raw[0], clip_raw[1]) * scale, "
+                                "then clipped to +-clip where clip is not null",
+                     "offset": float(term.offset), "clip_raw": [lo, hi], "scale": float(term.scale),
+                     "clip": group.clip},
+        "missing_value": float(term.missing_value),
+        "training_perturbations": {
+            "training_only": True,
+            "note": "how the training scan was corrupted (the offset's amplitude grows to this value with the "
+                    "domain-randomisation curriculum); do not apply any of these at deployment",
+            "noise": term.noise_amplitude() * factor,  # uniform, per cell and step, observation units
+            "noise_m": float(term.noise) * factor,  # the same before scaling [m]
+            "offset_per_episode_m": float(dr.scan_offset) if errors else 0.0,  # uniform +-, per episode
+            "missing_fraction": float(dr.scan_missing_fraction) if errors else 0.0,  # per cell and step
+            "max_lag_steps": int(dr.scan_max_lag) if errors else 0,  # 0..max_lag control steps, per episode
+            "control_dt": float(cfg.sim.dt * cfg.sim.decimation),
+        },
+    }
+
+
 def interface(groups: dict[str, ObsGroup], cfg: Go2Cfg) -> dict[str, dict]:
     """The deployment metadata's ``observation_groups``: for a vector group its size, clip and terms (name,
     ``start:stop``, scale, noise, quantity, offset where there is one, and in a group with sensor biases every
-    term's bias amplitude); for a grid its shape, scale, clip, noise and quantity. Noise and bias amplitudes
+    term's bias amplitude); for a grid its shape, scale, clip, noise and quantity, and its layout as fields
+    (:func:`_scan_layout`: points, measures, missing_value, training_perturbations). Noise and bias amplitudes
     are in observation units and 0 with ``obs.add_noise`` off."""
     on = float(cfg.obs.add_noise)
     factor = cfg.obs.noise_level if cfg.obs.add_noise else 0.0
@@ -317,7 +354,8 @@ def interface(groups: dict[str, ObsGroup], cfg: Go2Cfg) -> dict[str, dict]:
         if group.shape is not None:
             (term,) = group.terms
             out[group.name] = {"shape": list(group.shape), "scale": term.scale, "clip": group.clip,
-                               "noise": term.noise_amplitude() * factor, "quantity": term.describe()}
+                               "noise": term.noise_amplitude() * factor, "quantity": term.describe(),
+                               **_scan_layout(group, term, cfg)}
             continue
         biased = any(t.bias is not None for t in group.terms)
         terms = []

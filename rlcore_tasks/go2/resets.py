@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from rlcore_tasks.go2 import curriculum
+from rlcore_tasks.go2 import curriculum, scan
 
 if TYPE_CHECKING:
     from rlcore_tasks.go2.env import Go2Env
@@ -67,6 +67,7 @@ def reset_envs(env: Go2Env, env_ids: torch.Tensor) -> None:
         env.joint_pos_bias[env_ids] = uniform(-1.0, 1.0, 12) * dr.encoder_bias * progress
     env.sim.reset(env_ids, qpos, qvel)
     env.spawn_xy[env_ids] = pos[:, :2]
+    scan.reset(env, env_ids, torch.cat([pos[:, :2], yaw.unsqueeze(-1)], dim=-1), progress)
 
     env._resample_commands(env_ids)
     for buf in (env.actions, env.last_actions, env.last_dof_vel, env.feet_air_time, env.push_vel,

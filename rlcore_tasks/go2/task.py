@@ -48,7 +48,8 @@ def env_from_interface(meta: dict) -> dict:
     commands = {k: ranges[k] for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw", "heading", "heading_command",
                                        "zero_below") if k in ranges}
     return {"sim": {k: v for k, v in overrides["sim"].items() if k != "threads"}, "control": overrides["control"],
-            "obs": overrides["obs"], "commands": commands, "domain_rand": overrides["domain_rand"]}
+            "obs": overrides["obs"], "rewards": overrides["rewards"], "commands": commands,
+            "domain_rand": overrides["domain_rand"]}
 
 
 def robustness_suite() -> RobustnessSuite:

@@ -147,8 +147,13 @@ def overrides_from_interface(meta: dict, episode_s: float, threads: int | None =
            "clip": groups["policy"]["clip"], "add_noise": False}
     if "base_lin_vel" in terms:
         obs["lin_vel_scale"] = terms["base_lin_vel"]["scale"]
+    rewards = {}
     if "height_scan" in groups:
-        obs["height_scale"] = groups["height_scan"]["scale"]
+        scan = groups["height_scan"]
+        obs["height_scale"] = scan["scale"]
+        if "points" in scan:  # the scan's layout (files exported before it have the task's default grid)
+            obs.update(scan_x=scan["points"]["x"], scan_y=scan["points"]["y"], scan_resolution=scan["points"]["resolution"])
+            rewards["base_height_target"] = scan["measures"]["offset"]  # the scan's offset
     if "policy_history" in groups:
         obs["history_length"] = int(groups["policy_history"]["frames"])
     solver = meta["solver"]
@@ -164,5 +169,6 @@ def overrides_from_interface(meta: dict, episode_s: float, threads: int | None =
         "init": {"joint_pos_scale": [1.0, 1.0], "base_lin_vel": 0.0, "base_ang_vel": 0.0, "random_yaw": False},
         "commands": held_commands(),
         "obs": obs,
+        "rewards": rewards,
         "domain_rand": {**no_randomization(), "num_variants": 1},
     }

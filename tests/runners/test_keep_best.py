@@ -280,3 +280,16 @@ def test_train_command_refuses_bad_settings_before_building_anything(override, m
     with pytest.raises(ConfigError) as err:
         prepare(compose([*TINY, override]))
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_max_minutes_stops_after_the_iteration_that_ends_past_the_budget(tmp_path, capsys):
+    # A budget of 0 minutes is past after the first iteration: one iteration runs, its checkpoint is written.
+    runner = OnPolicyRunner(env(), base_cfg(max_minutes=0.0), str(tmp_path))
+    runner.learn(5)
+    assert runner.current_learning_iteration == 0
+    assert load_checkpoint(tmp_path / "model_0.pt")["iter"] == 0
+    assert "runner.max_minutes=0 reached after iteration 0" in capsys.readouterr().out
+    # A budget no iteration reaches leaves max_iterations in charge.
+    long = OnPolicyRunner(env(), base_cfg(max_minutes=60.0), None)
+    long.learn(3)
+    assert long.current_learning_iteration == 2

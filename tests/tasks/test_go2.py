@@ -439,20 +439,31 @@ def triangle_height(h: np.ndarray, hscale: float, x: float, y: float) -> float:
 def test_rough_terrain_layout(rough_env):
     rough_env.reset()
     t = rough_env.terrain
-    # 3 levels along x, 5 kinds along y, 40 cells of 0.1 m per 4 m tile: heights [5 x 40 + 1, 3 x 40 + 1].
-    assert tuple(t.heights.shape) == (201, 121) and t.tile_kinds() == [
-        "slope", "rough_slope", "stairs_up", "stairs_down", "random"]
-    # Envs spawn on their tile centre ((level + 0.5) x 4, (col + 0.5) x 4), 0.34 m above its height 0.
+    # 3 levels along x, 5 columns along y (the default shares over 5 columns: 1 slope, 1 rough slope, 1 stairs up,
+    # 1 stairs down, 1 discrete; random's 0.1 loses the remainder to discrete's 0.2), 40 cells of 0.1 m per 4 m tile,
+    # inside a flat 3 m (30 cell) border: heights [30 + 5 x 40 + 1 + 30, 30 + 3 x 40 + 1 + 30].
+    b = 30
+    assert t.border == pytest.approx(3.0)
+    assert tuple(t.heights.shape) == (261, 181) and t.tile_kinds() == [
+        "slope", "rough_slope", "stairs_up", "stairs_down", "discrete"]
+    # Envs spawn on their tile centre (3 + (level + 0.5) x 4, 3 + (col + 0.5) x 4), 0.34 m above its height 0.
     origins = t.origins()
-    assert close(origins[:, 0], (t.levels.double() + 0.5) * 4.0)
-    assert close(origins[:, 1], (t.cols.double() + 0.5) * 4.0)
+    assert close(origins[:, 0], 3.0 + (t.levels.double() + 0.5) * 4.0)
+    assert close(origins[:, 1], 3.0 + (t.cols.double() + 0.5) * 4.0)
     assert close(origins[:, 2], [0.0, 0.0], atol=1e-6)
     assert close(rough_env.base_pos[:, 2], [SPAWN_HEIGHT] * 2, atol=1e-6)
-    # The level 0 slope tile is flat; on the hardest one (slope 0.4) the last vertex of the centre row lies
-    # 1.95 m from the centre (vertices carry the cell-centre coordinates), 0.95 m past the 1 m platform: -0.38 m.
     h = t.heights_np
-    assert np.all(h[0:40, 0:40] == 0.0)
-    assert h[20, 80 + 39] == pytest.approx(-0.4 * (1.95 - 1.0), abs=1e-9)
+    assert np.all(h[:b] == 0.0) and np.all(h[-b:] == 0.0) and np.all(h[:, :b] == 0.0) and np.all(h[:, -b:] == 0.0)
+    # The level 0 slope tile is flat; on the hardest one (slope tan 25 deg = 0.4663, a hill: the first slope column)
+    # the last vertex of the centre row lies 1.9 m from the centre (vertex j of a 4 m tile at j x 0.1 - 2 m), 0.9 m
+    # past the 1 m platform: 0.9 x 0.4663 = 0.420 m below it, and so on the rough slope's hill (with +-0.5 x 6 cm of
+    # roughness on it). With 5 columns neither is a pit: each is the
+    # first column of its kind (every other column of a kind is a pit, tests/tasks/test_go2_terrain.py).
+    assert np.all(h[b:b + 40, b:b + 40] == 0.0)
+    assert h[b + 20, b + 80 + 39] == pytest.approx(-math.tan(math.radians(25.0)) * (1.9 - 1.0), abs=1e-9)
+    assert h[b + 20, b + 80 + 31:b + 120].max() < 0.0  # walking out of the platform goes down
+    assert h[b + 60, b + 80 + 39] == pytest.approx(-0.4197, abs=0.03 + 1e-4)  # +-3 cm of roughness
+    assert h[b + 60, b + 80 + 39] != pytest.approx(-0.4197, abs=1e-4)  # the rough slope is rough
 
 
 def test_height_at_matches_mujoco_ground_at_vertices(rough_env):
@@ -514,9 +525,9 @@ def test_height_scan_observation_at_a_known_pose(rough_env):
     # q = q_z(yaw) * q_y(pitch): the heading is yaw, the scan grid turns with the yaw only.
     cy, sy, cp, sp = math.cos(yaw / 2), math.sin(yaw / 2), math.cos(pitch / 2), math.sin(pitch / 2)
     quat = [cy * cp, -sy * sp, cy * sp, sy * cp]
-    # Level 1 (x 4..8), stairs_up column (y 8..12), 0.9 / 1.1 m from the tile centre (6, 10): the scan
-    # reaches the first steps (0.1 m each at this level, every 0.3 m beyond the 1 m platform).
-    base = [6.9, 8.9, 0.45]
+    # Level 1 (x 7..11 after the 3 m border), stairs_up column (y 11..15), 0.9 / 1.1 m from the tile centre (9, 13):
+    # the scan reaches the first steps (0.115 m each at this level, every 0.3 m beyond the 1 m platform).
+    base = [3.0 + 6.9, 3.0 + 8.9, 0.45]  # after the flat 3 m border
     env.sim.qpos[0, 0:3] = base
     env.sim.qpos[0, 3:7] = quat
     env.sim.qpos[1, 0:3] = [2.0, 2.0, 3.0]  # 3 m above flat ground: every point clipped at +1 m
@@ -573,8 +584,10 @@ def test_observation_layout_and_scales_at_a_written_state():
 
 def test_flat_height_scan_skips_the_grid_bit_for_bit():
     # On flat ground the scan skips the scan grid and the height lookup; the values must be those of the
-    # general path (grid points -> sim.heights), noise included, step after step.
-    fast, general = make_env(6, seed=3, quiet=False), make_env(6, seed=3, quiet=False)
+    # general path (grid points -> sim.heights), noise included, step after step (the scan's map errors, which
+    # the general path would add, off: they exist on rough terrain only).
+    dr = {"randomize_height_scan": False}
+    fast, general = make_env(6, seed=3, quiet=False, domain_rand=dr), make_env(6, seed=3, quiet=False, domain_rand=dr)
     general.terrain.is_flat = False  # the terrain is still the flat plane: only the shortcut is off
     g = torch.Generator().manual_seed(0)
     for _ in range(5):
@@ -736,8 +749,8 @@ def test_terrain_curriculum_levels():
     env._reset_envs(ids)
     env.sim.refresh()  # after writing the MuJoCo backend's numpy state
     env._refresh_state()
-    assert close(env.base_pos[:, 0], (t.levels.double() + 0.5) * 4.0)
-    assert close(env.base_pos[:, 1], (t.cols.double() + 0.5) * 4.0)
+    assert close(env.base_pos[:, 0], t.border + (t.levels.double() + 0.5) * 4.0)  # after the flat border
+    assert close(env.base_pos[:, 1], t.border + (t.cols.double() + 0.5) * 4.0)
 
 
 # ============================================================================ 8. config errors

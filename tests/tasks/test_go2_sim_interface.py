@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import rlcore_tasks.go2.env as go2_env
-from rlcore_tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets
+from rlcore_tasks.go2 import checkpoint, commands, curriculum, deployment, observations, resets, scan
 from rlcore_tasks.go2.config import make_config, no_randomization
 from rlcore_tasks.go2.sim import Go2Sim
 from rlcore_tasks.go2.sim_interface import Simulator
@@ -151,7 +151,7 @@ def test_heights_are_the_terrain_heights():
 
 
 #: The MDP: env.py and the modules it is split into, which take the env as ``env``.
-MDP_MODULES = (go2_env, checkpoint, commands, curriculum, deployment, observations, resets)
+MDP_MODULES = (go2_env, checkpoint, commands, curriculum, deployment, observations, resets, scan)
 
 
 @pytest.mark.parametrize("module", MDP_MODULES, ids=lambda m: m.__name__)
