@@ -19,6 +19,12 @@ Run (from the repository root)::
 
     python bench/rough_eval.py logs/go2_rough/<run>              # its exported/policy.onnx or policy.onnx
     python bench/rough_eval.py policy.onnx --robots 16 --courses flat,stairs_up_13cm
+    python bench/rough_eval.py logs/go2_rough/<run> --curve --robots 16   # every checkpoint: level, rates vs minutes
+
+``--curve`` (a run directory) exports each ``model_<it>.pt`` to ONNX (``python -m rlcore.export``, into
+``<run>/curve/``) and evaluates it on the courses of the last line; one line per checkpoint gives its iteration, the
+training minutes up to it (the sum of the iterations' collect and learn times in ``train.log``), the mean terrain
+level logged at that iteration and each course's rate, as ``curve: it=<i> minutes=<m> level=<l> <course>=<rate> ...``.
 
 Last line (rates with 2 decimals; ``n/a`` for a course not run; ``mean_level``: the run's final mean terrain level,
 the last ``terrain_level`` of its ``train.log``, next to the .onnx for a file, ``n/a`` when there is none)::
@@ -41,6 +47,7 @@ COURSES = ("flat", "rough", "stairs_up_10cm", "stairs_up_13cm", "stairs_up_16cm"
 SUMMARY = ("stairs_up_13cm", "stairs_down_13cm", "slope_25deg", "rough", "flat")
 SPEED = 0.5  # commanded forward speed [m/s]
 LEVEL = re.compile(r"(?<![\w/])terrain_level\s+([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan))")
+ITERATION = re.compile(r"^it (\d+)/\d+ .*\(collect ([\d.]+)s, learn ([\d.]+)s\)")
 
 
 def time_limit(finish_x: float) -> float:
@@ -126,6 +133,49 @@ def mean_level(path: str) -> float | None:
     return float(found[-1]) if found else None
 
 
+def training_log(run: str) -> dict[int, tuple[float, float | None]]:
+    """``{iteration index: (training minutes up to its end, its terrain_level)}`` from ``<run>/train.log`` (console
+    line ``it k/N`` is iteration k - 1, checkpoint ``model_<k - 1>.pt``; minutes: the summed collect and learn
+    times)."""
+    out: dict[int, tuple[float, float | None]] = {}
+    seconds, current = 0.0, None
+    with open(os.path.join(run, "train.log"), errors="replace") as f:
+        for line in f:
+            m = ITERATION.match(line)
+            if m:
+                seconds += float(m.group(2)) + float(m.group(3))
+                current = int(m.group(1)) - 1
+                out[current] = (seconds / 60.0, None)
+                continue
+            level = LEVEL.search(line)
+            if level and current is not None:
+                out[current] = (out[current][0], float(level.group(1)))
+    return out
+
+
+def curve(run: str, robots: int, courses: list[str], seed: int = 0, threads: int | None = None) -> list[dict]:
+    """Each checkpoint of ``run``, exported and evaluated on ``courses`` (see the module's doc); prints a line each."""
+    import glob
+    import subprocess
+    import sys
+
+    log = training_log(run)
+    its = sorted(int(re.search(r"model_(\d+)\.pt$", p).group(1)) for p in glob.glob(os.path.join(run, "model_*.pt")))
+    os.makedirs(os.path.join(run, "curve"), exist_ok=True)
+    rows = []
+    for it in its:
+        onnx = os.path.join(run, "curve", f"policy_{it}.onnx")
+        if not os.path.isfile(onnx):
+            subprocess.run([sys.executable, "-m", "rlcore.export", f"checkpoint={os.path.join(run, f'model_{it}.pt')}",
+                            "format=onnx", f"output={onnx}"], check=True, stdout=subprocess.DEVNULL)
+        minutes, level = log.get(it, (float("nan"), None))
+        rates = {c: evaluate_course(onnx, c, robots, seed, threads)["rate"] for c in courses}
+        rows.append({"it": it, "minutes": minutes, "level": level, **rates})
+        print(f"curve: it={it} minutes={minutes:.1f} level={'n/a' if level is None else f'{level:.3f}'} "
+              + " ".join(f"{c}={r:.2f}" for c, r in rates.items()), flush=True)
+    return rows
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("policy", help="an exported policy.onnx or a run directory holding one")
@@ -134,6 +184,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the spawn poses")
     p.add_argument("--threads", type=int, default=None, help="MuJoCo threads (default: all cores)")
     p.add_argument("--limit-s", type=float, default=None, help="time limit [s] instead of the rule's (quick checks)")
+    p.add_argument("--curve", action="store_true", help="every checkpoint of a run directory (see the module's doc)")
     args = p.parse_args(argv)
     args.courses = [c.strip() for c in args.courses.split(",") if c.strip()]
     if args.robots < 1 or not args.courses:
@@ -148,6 +199,11 @@ def main(argv: list[str] | None = None) -> dict:
     from rlcore.config.cli import user_errors
     from rlcore.robustness import resolve_policy
 
+    if args.curve:
+        if not os.path.isdir(args.policy):
+            raise SystemExit(f"--curve needs a run directory; {args.policy} is not one")
+        courses = args.courses if args.courses != list(COURSES) else list(SUMMARY)
+        return {"curve": curve(args.policy, args.robots, courses, args.seed, args.threads)}
     with user_errors():
         path = resolve_policy(args.policy)
         results = {}

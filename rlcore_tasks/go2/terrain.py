@@ -32,7 +32,7 @@ TERRAIN_TYPES = ("flat", "rough", "course")
 TILE_KINDS = ("slope", "rough_slope", "stairs_up", "stairs_down", "random", "discrete")
 
 #: Course geometry [m]: the strip's width (y), the start platform's length and the robots' start x on it.
-COURSE_WIDTH, COURSE_START, COURSE_SPAWN_X = 4.0, 2.0, 1.0
+COURSE_WIDTH, COURSE_START, COURSE_SPAWN_X = 8.0, 2.0, 1.0
 #: Course names: flat, rough, stairs_up_<h>cm, stairs_down_<h>cm, slope_<a>deg.
 COURSE_PATTERN = re.compile(r"^(flat|rough|stairs_up_(\d+)cm|stairs_down_(\d+)cm|slope_(\d+)deg)$")
 

@@ -112,3 +112,16 @@ def test_mean_level_of_a_bare_file(tmp_path):
     assert rough_eval.mean_level(str(onnx)) is None  # no train.log
     (tmp_path / "train.log").write_text("terrain_level 2.5 x\nnothing\n")
     assert rough_eval.mean_level(str(onnx)) == 2.5 == rough_eval.mean_level(str(tmp_path))
+
+
+def test_training_log_gives_minutes_and_level_per_checkpoint_iteration(tmp_path):
+    (tmp_path / "train.log").write_text(
+        "[rlcore] run directory: x\n"
+        "it 1/3  2,000 steps/s  (collect 5.00s, learn 7.00s)  return n/a\n"
+        "    lin_vel_error 0.7  terrain_level 1.500  physics_failures 0\n"
+        "it 2/3  2,000 steps/s  (collect 4.00s, learn 8.00s)  return 0.1\n"
+        "    lin_vel_error 0.6  terrain_level 1.750  physics_failures 0\n"
+        "it 3/3  2,000 steps/s  (collect 6.00s, learn 6.00s)  return 0.2\n")
+    log = rough_eval.training_log(str(tmp_path))
+    # console "it k" is iteration k - 1 (model_<k-1>.pt); minutes are the summed collect + learn times
+    assert log == {0: (pytest.approx(12 / 60), 1.5), 1: (pytest.approx(24 / 60), 1.75), 2: (pytest.approx(36 / 60), None)}
