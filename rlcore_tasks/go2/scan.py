@@ -50,14 +50,16 @@ def _pose(env: Go2Env) -> torch.Tensor:
 
 
 def reset(env: Go2Env, env_ids: torch.Tensor, pose: torch.Tensor, progress: float) -> None:
-    """Draw the episode's offset and lag for ``env_ids`` and fill their pose history with their spawn ``pose [k, 3]``
-    (x, y, yaw)."""
+    """Fill the pose history of ``env_ids`` with their spawn ``pose [k, 3]`` (x, y, yaw) and, when the errors are
+    :func:`active`, draw the episode's offset and lag."""
     dr, g, k = env.cfg_task.domain_rand, env.generator, env_ids.numel()
     if k == 0:
         return
+    env.scan_poses[:, env_ids] = pose.unsqueeze(0)
+    if not active(env):  # no draw: the task's random stream is what it was without the scan's errors
+        return
     env.scan_offset[env_ids] = (torch.rand(k, generator=g, device=env.device) * 2 - 1) * dr.scan_offset * progress
     env.scan_lag[env_ids] = torch.randint(0, dr.scan_max_lag + 1, (k,), generator=g, device=env.device)
-    env.scan_poses[:, env_ids] = pose.unsqueeze(0)
 
 
 def push_pose(env: Go2Env) -> None:

@@ -234,7 +234,7 @@ def test_schema_matches_the_constructor(dataclass, target):
 def test_a_task_algorithm_preset_applies_to_that_pair_only():
     """conf/task_algorithm/go2_distillation.yaml sets the distillation run's length of task=go2; PPO keeps the task's
     own, other tasks have no preset, and the command line still wins."""
-    assert group_options("task_algorithm") == ["go2_distillation"]
+    assert group_options("task_algorithm") == ["go2_distillation", "go2_rough_distillation"]
     go2 = ["task=go2", "model=rnn"]
     assert _plain([*go2, "algorithm=distillation"])["runner"]["max_iterations"] == 280
     assert _plain([*go2, "algorithm=ppo"])["runner"]["max_iterations"] == 370

@@ -171,12 +171,13 @@ def test_go2_rough_trains_and_exports_the_height_scan_input(rough_run):
     run = rough_run["dir"]
     ckpt = torch.load(run / "model_0.pt", weights_only=True)
     assert ckpt["train_cfg"]["actor"]["class_name"] == "CNNModel"
-    assert ckpt["train_cfg"]["obs_groups"]["actor"] == ["policy", "height_scan"]
+    assert ckpt["train_cfg"]["obs_groups"]["actor"] == ["policy", "policy_history", "height_scan"]
     assert ckpt["train_cfg"]["task"]["env"]["terrain"] == {"type": "rough"}
     meta, _ = export_onnx(run)
     assert meta["task"] == "go2_rough" and meta["model"] == "CNNModel"
     assert meta["inputs"] == [
-        {"name": "obs", "dtype": "float32", "shape": ["batch", 45], "groups": [{"name": "policy", "size": 45}]},
+        {"name": "obs", "dtype": "float32", "shape": ["batch", 270],
+         "groups": [{"name": "policy", "size": 45}, {"name": "policy_history", "size": 225}]},
         {"name": "height_scan", "dtype": "float32", "shape": ["batch", 1, 11, 17],
          "groups": [{"name": "height_scan", "shape": [1, 11, 17]}]},
     ]
