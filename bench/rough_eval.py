@@ -7,7 +7,9 @@ command ranges, :func:`rlcore_tasks.go2.task.env_from_interface`) on fixed strai
 (``terrain.type = course``, :func:`rlcore_tasks.go2.terrain.course_heights`): flat, rough, stairs up and down of
 10/13/16 cm and slopes of 15/25 deg. On each course ``--robots`` robots (nominal robot: no domain randomisation,
 no observation noise, no pushes; only the spawn pose's joint scale and velocity differ between robots) start at
-x = 1.0 m on the strip's centre line facing +x and are commanded 0.5 m/s forward (no lateral speed, no yaw rate).
+x = 1.0 m on the strip's centre line facing +x and are commanded 0.5 m/s forward, no lateral speed, heading +x: the
+yaw-rate command comes from the heading error as in training (the task's heading controller, ``commands.heading_*``;
+with a yaw rate of 0 held instead, a policy's small turning bias accumulates and walks it off the course).
 
 A robot *succeeds* when its base's x passes the course's finish line (``Terrain.finish_x``) before it falls and
 before the time limit ``2 * (finish_x - 1.0) / 0.5 + 4`` s (twice the time the command needs, plus 4 s). A *fall* is
@@ -46,6 +48,8 @@ COURSES = ("flat", "rough", "stairs_up_10cm", "stairs_up_13cm", "stairs_up_16cm"
 #: The courses of the last line, in its order.
 SUMMARY = ("stairs_up_13cm", "stairs_down_13cm", "slope_25deg", "rough", "flat")
 SPEED = 0.5  # commanded forward speed [m/s]
+#: Commands held for the whole course: heading +x under the task's heading controller, never resampled.
+HEADING_X = {"heading_command": True, "heading_fraction": 1.0, "heading": [0.0, 0.0], "resampling_time": 1.0e9}
 LEVEL = re.compile(r"(?<![\w/])terrain_level\s+([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan))")
 ITERATION = re.compile(r"^it (\d+)/\d+ .*\(collect ([\d.]+)s, learn ([\d.]+)s\)")
 
@@ -60,15 +64,15 @@ def time_limit(finish_x: float) -> float:
 def course_env(meta: dict, course: str, robots: int, seed: int = 0, episode_s: float = 1.0e4,
                threads: int | None = None):
     """The Go2 env of the file's interface ``meta`` on ``course``: nominal robot, no observation noise, no pushes,
-    robots facing +x, commands held, episodes of ``episode_s``."""
-    from rlcore_tasks.go2.config import held_commands, no_randomization
+    robots facing +x and held there by the heading controller (:data:`HEADING_X`), episodes of ``episode_s``."""
+    from rlcore_tasks.go2.config import no_randomization
     from rlcore_tasks.go2.env import Go2Env
     from rlcore_tasks.go2.task import env_from_interface
 
     s = env_from_interface(meta)
     return Go2Env(num_envs=robots, device="cpu", seed=seed, episode_length_s=float(episode_s),
                   sim={**s["sim"], "threads": threads}, control=s["control"],
-                  obs={**s["obs"], "add_noise": False}, commands={**s["commands"], **held_commands()},
+                  obs={**s["obs"], "add_noise": False}, commands={**s["commands"], **HEADING_X},
                   domain_rand={**s["domain_rand"], **no_randomization()}, init={"random_yaw": False},
                   terrain={"type": "course", "course": course})
 

@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("mujoco")
 pytest.importorskip("onnxruntime")
@@ -125,3 +126,20 @@ def test_training_log_gives_minutes_and_level_per_checkpoint_iteration(tmp_path)
     log = rough_eval.training_log(str(tmp_path))
     # console "it k" is iteration k - 1 (model_<k-1>.pt); minutes are the summed collect + learn times
     assert log == {0: (pytest.approx(12 / 60), 1.5), 1: (pytest.approx(24 / 60), 1.75), 2: (pytest.approx(36 / 60), None)}
+
+
+@pytest.mark.slow
+def test_course_robots_hold_heading_x_under_the_heading_controller(go2_meta):  # noqa: F811
+    env = rough_eval.course_env(go2_meta, "flat", 3, threads=1)
+    try:
+        assert env.cfg_task.commands.heading_command and bool(env.heading_envs.all())
+        assert float(env.heading_target.abs().max()) == 0.0
+        env.commands[:] = torch.tensor([rough_eval.SPEED, 0.0, 0.0])
+        env.sim.qpos[:, 3:7] = [math.cos(0.2), 0.0, 0.0, math.sin(0.2)]  # turned 0.4 rad left
+        env.sim.refresh()
+        env._refresh_state()
+        env.step(torch.zeros(3, 12))
+        # the yaw-rate command turns it back: 0.5 x the heading error (about -0.4 rad after one step)
+        assert torch.all(env.commands[:, 2] < -0.15) and torch.all(env.commands[:, 0] == rough_eval.SPEED)
+    finally:
+        env.close()
