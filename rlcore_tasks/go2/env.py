@@ -318,8 +318,7 @@ class Go2Env(VecEnv):
 
     def height_scan_points(self) -> torch.Tensor:
         """World xy of every scan point, ``[N, H, W, 2]`` (grid in the base's yaw frame)."""
-        pose = torch.cat([self.base_pos[:, :2], yaw_of(self.base_quat).unsqueeze(-1)], dim=-1)
-        return scan.world_points(self, self._scan_local, pose)
+        return scan.world_points(self, self._scan_local, scan.base_pose(self))
 
     def _observe(self) -> TensorDict:
         o = self.cfg_task.obs

@@ -45,7 +45,8 @@ def init_state(env: Go2Env) -> None:
     env.scan_poses = torch.zeros(env.cfg_task.domain_rand.scan_max_lag + 1, n, 3, device=dev)
 
 
-def _pose(env: Go2Env) -> torch.Tensor:
+def base_pose(env: Go2Env) -> torch.Tensor:
+    """The base's planar pose (x, y, yaw), ``[N, 3]``."""
     return torch.cat([env.base_pos[:, :2], yaw_of(env.base_quat).unsqueeze(-1)], dim=-1)  # [N, 3]
 
 
@@ -65,9 +66,9 @@ def reset(env: Go2Env, env_ids: torch.Tensor, pose: torch.Tensor, progress: floa
 def push_pose(env: Go2Env) -> None:
     """Record this step's base pose (once per control step, after the physics step)."""
     if env.scan_poses.shape[0] > 1:
-        env.scan_poses.copy_(torch.cat([_pose(env).unsqueeze(0), env.scan_poses[:-1]], dim=0))
+        env.scan_poses.copy_(torch.cat([base_pose(env).unsqueeze(0), env.scan_poses[:-1]], dim=0))
     else:
-        env.scan_poses[0] = _pose(env)
+        env.scan_poses[0] = base_pose(env)
 
 
 def world_points(env: Go2Env, local: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
