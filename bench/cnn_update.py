@@ -13,7 +13,7 @@ Run (from the repository root)::
     python bench/cnn_update.py                      # the default go2_rough config: 1 warm-up + 2 measured updates
     python bench/cnn_update.py --profile            # plus the profile of one update
     python bench/cnn_update.py --sweep              # the default and every variant (~1 min each on 2 cores)
-    python bench/cnn_update.py model.actor.cnn_cfg.stride=[2,2] model.critic.cnn_cfg.stride=[2,2]
+    python bench/cnn_update.py model.actor.cnn_cfg.output_channels=[16,32]
     python bench/cnn_update.py --tiny               # smoke run: 64 envs
 
 Last line: ``cnn_update: update=<s> features=<n>`` for one config; with ``--sweep``,
@@ -34,20 +34,20 @@ import time
 from _common import BENCH, go2_training  # first: the preamble (OMP_WAIT_POLICY, the repository on sys.path)
 
 
-def _both(key: str, value: str, add: bool = False) -> list[str]:
-    """The override of ``cnn_cfg.<key>`` for actor and critic (``add``: a key conf/model/cnn.yaml does not set)."""
-    plus = "+" if add else ""
-    return [f"{plus}model.actor.cnn_cfg.{key}={value}", f"{plus}model.critic.cnn_cfg.{key}={value}"]
+def _cnn(head: str, channels: str, stride: str = "[2,2]") -> list[str]:
+    """The overrides giving ``head`` (actor or critic) a CNN of ``channels`` at ``stride``."""
+    return [f"model.{head}.cnn_cfg.output_channels={channels}", f"model.{head}.cnn_cfg.stride={stride}"]
 
 
-#: Encoder variants of the sweep: name -> overrides of the go2_rough config (actor and critic alike).
+#: Encoder variants of the sweep: name -> overrides of the go2_rough config. The default is the actor's CNN at
+#: [8, 16] channels, stride [2, 2] (240 features), and the critic's scan flattened into its MLP (no conv layer).
 VARIANTS: dict[str, list[str]] = {
-    "stride_2_1": _both("stride", "[2,1]"),
-    "stride_2_2": _both("stride", "[2,2]"),
-    "channels_8_16": _both("output_channels", "[8,16]"),
-    "maxpool": _both("max_pool", "[false,true]", add=True),
-    "avg_pool": _both("global_pool", "avg"),
-    "shared": ["algorithm.share_cnn_encoders=true"],
+    "two_cnns_16_32": _cnn("actor", "[16,32]") + _cnn("critic", "[16,32]"),  # the first runs' preset (480 each)
+    "critic_cnn": _cnn("critic", "[8,16]"),  # the critic with its own CNN, as the actor's
+    "actor_16_32": _cnn("actor", "[16,32]"),
+    "stride_2_1": ["model.actor.cnn_cfg.stride=[2,1]"],
+    "shared": ["algorithm.share_cnn_encoders=true"],  # the critic reuses the actor's encoder (run once per head)
+    "heads_128": ["model.actor.hidden_dims=[128,128,128]", "model.critic.hidden_dims=[128,128,128]"],
 }
 
 

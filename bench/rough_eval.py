@@ -29,7 +29,7 @@ training minutes up to it (the sum of the iterations' collect and learn times in
 level logged at that iteration and each course's rate, as ``curve: it=<i> minutes=<m> level=<l> <course>=<rate> ...``.
 
 Last line (rates with 2 decimals; ``n/a`` for a course not run; ``mean_level``: the run's final mean terrain level,
-the last ``terrain_level`` of its ``train.log``, next to the .onnx for a file, ``n/a`` when there is none)::
+the last ``terrain_level`` of its ``train.log``, next to the .onnx for a file (or above its ``exported/``), ``n/a`` when there is none)::
 
     rough_eval: stairs_up_13cm=<rate> stairs_down_13cm=<rate> slope_25deg=<rate> rough=<rate> flat=<rate> mean_level=<l> policy=<path>
 """
@@ -128,8 +128,12 @@ def evaluate_course(path: str, course: str, robots: int = 64, seed: int = 0, thr
 
 def mean_level(path: str) -> float | None:
     """The last ``terrain_level`` of the training log: ``<dir>/train.log`` of a run directory, or the one next to
-    a .onnx file; None without one."""
-    log = os.path.join(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)), "train.log")
+    a .onnx file, or the run's above it for a file in ``<run>/exported/`` (``python -m rlcore.export``'s place);
+    None without one."""
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    log = os.path.join(folder, "train.log")
+    if not os.path.isfile(log) and os.path.basename(folder) == "exported":
+        log = os.path.join(os.path.dirname(folder), "train.log")
     if not os.path.isfile(log):
         return None
     with open(log, errors="replace") as f:

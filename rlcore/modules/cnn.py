@@ -45,12 +45,12 @@ def _per_layer(value, n: int, name: str) -> list:
 def _layer_settings(input_dim: Sequence[int], output_channels: Sequence[int], kernel_size, stride, dilation, norm,
                     max_pool) -> list[tuple]:
     """``(channels, kernel, stride, dilation, norm, max_pool)`` per conv layer, scalar settings broadcast to every
-    layer; a ConfigError for a malformed ``input_dim``, no layer, or a per-layer list of the wrong length."""
+    layer (none for no layer); a ConfigError for a malformed ``input_dim`` or a per-layer list of the wrong length."""
     if len(input_dim) != 2:
         raise ConfigError(f"CNN input_dim must be (H, W), got {tuple(input_dim)}.")
     n = len(output_channels)
-    if n == 0:
-        raise ConfigError("CNN needs at least one conv layer in output_channels.")
+    if n == 0:  # no conv layer: the per-layer settings have nothing to apply to
+        return []
     kernels = _per_layer(kernel_size, n, "kernel_size")
     strides = _per_layer(stride, n, "stride")
     dilations = _per_layer(dilation, n, "dilation")
@@ -65,7 +65,9 @@ class CNN(nn.Sequential):
     Args (rsl_rl 5.5.1's, in its order):
         input_dim: input image size ``(H, W)``.
         input_channels: input channels C.
-        output_channels: channels of each conv layer (one entry per layer).
+        output_channels: channels of each conv layer (one entry per layer). Empty: no conv layer, the encoder
+            only flattens the image (an MLP head then reads it cell by cell, as legged_gym's critic reads its
+            height scan; the cheap choice for a model that is never deployed); needs ``flatten`` and no global pool.
         kernel_size, stride, dilation: int (all layers) or one per layer.
         padding: "same" (default): ``dilation * (kernel - 1) // 2`` zeros on each side, so odd kernels keep
             H and W at stride 1; "none": no padding; "zeros", "reflect", "replicate", "circular": rsl_rl's
@@ -105,6 +107,9 @@ class CNN(nn.Sequential):
         if padding not in PADDINGS:
             raise ConfigError(f"Unknown CNN padding '{padding}'. Valid: {', '.join(PADDINGS)}.")
         self.input_shape = (int(input_channels), int(input_dim[0]), int(input_dim[1]))
+        if not layers and (not flatten or global_pool != "none"):
+            raise ConfigError("A CNN without conv layers (output_channels: []) only flattens its input: it needs "
+                              "flatten=True and global_pool='none'.")
         shape = self.input_shape
         for out_c, k, s, d, nm, pool in layers:
             shape = self._append_layer(shape, out_c, k, s, d, nm, pool, padding, activation)

@@ -113,6 +113,12 @@ def test_mean_level_of_a_bare_file(tmp_path):
     assert rough_eval.mean_level(str(onnx)) is None  # no train.log
     (tmp_path / "train.log").write_text("terrain_level 2.5 x\nnothing\n")
     assert rough_eval.mean_level(str(onnx)) == 2.5 == rough_eval.mean_level(str(tmp_path))
+    exported = tmp_path / "exported"  # python -m rlcore.export's file: the run's log is one level up
+    exported.mkdir()
+    assert rough_eval.mean_level(str(exported / "policy.onnx")) == 2.5
+    other = tmp_path / "elsewhere"  # any other folder without a log: none
+    other.mkdir()
+    assert rough_eval.mean_level(str(other / "policy.onnx")) is None
 
 
 def test_training_log_gives_minutes_and_level_per_checkpoint_iteration(tmp_path):

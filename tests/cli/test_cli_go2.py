@@ -162,8 +162,7 @@ def test_play_go2_onnx_like_the_torch_policy(go2_exported, go2_played, go2_run):
 # ---------------------------------------------------------------------------- task=go2_rough: CNN over height_scan
 @pytest.fixture(scope="module")
 def rough_run(tmp_path_factory):
-    small_cnns = ["model.actor.cnn_cfg.output_channels=[4,8]", "model.critic.cnn_cfg.output_channels=[4,8]"]
-    run_dir, proc = train(tmp_path_factory, "rough", *go2_args("go2_rough", 1, *small_cnns))
+    run_dir, proc = train(tmp_path_factory, "rough", *go2_args("go2_rough", 1, "model.actor.cnn_cfg.output_channels=[4,8]"))
     return {"dir": run_dir, "proc": proc}
 
 
@@ -172,6 +171,12 @@ def test_go2_rough_trains_and_exports_the_height_scan_input(rough_run):
     ckpt = torch.load(run / "model_0.pt", weights_only=True)
     assert ckpt["train_cfg"]["actor"]["class_name"] == "CNNModel"
     assert ckpt["train_cfg"]["obs_groups"]["actor"] == ["policy", "policy_history", "height_scan"]
+    # the critic reads the scan's values directly: no conv weight in its state, the 11 x 17 cells in its first layer
+    assert ckpt["train_cfg"]["critic"]["cnn_cfg"]["output_channels"] == []
+    critic_state = ckpt["critic_state_dict"]
+    assert not any(k.startswith("cnns.") for k in critic_state)
+    one_d = critic_state["obs_normalizer._mean"].shape[-1]  # the critic's normalised 1D groups
+    assert critic_state["mlp.0.weight"].shape[1] == one_d + 11 * 17
     assert ckpt["train_cfg"]["task"]["env"]["terrain"] == {"type": "rough"}
     meta, _ = export_onnx(run)
     assert meta["task"] == "go2_rough" and meta["model"] == "CNNModel"

@@ -170,7 +170,7 @@ def test_shared_cnn_encoder_must_flatten(make_obs):
         (dict(output_channels=[2, 4], norm=["layer", "batch", "none"]), r"CNN 'norm' has 3 entries"),
         (dict(output_channels=[2], norm="instance"), r"Unknown CNN norm 'instance'\. Valid: none, batch, layer"),
         (dict(output_channels=[2], global_pool="sum"), r"Unknown CNN global_pool 'sum'"),
-        (dict(output_channels=[]), r"at least one conv layer"),
+        (dict(output_channels=[], global_pool="max"), r"without conv layers .* needs flatten=True"),
         (dict(output_channels=[2] * 4, max_pool=True), r"shrink the \(8, 8\) input to nothing"),
         ({"height_scan": dict(output_channels=[2])}, r"cnn_cfg has per-group entries \['height_scan'\] but none for "
                                                      r"2D group 'camera'"),

@@ -288,3 +288,27 @@ def test_rnn_export_parity(tmp_path, rnn_type, layers, dist):
         for t in range(4):
             _record(f"{key} jit-loaded", loaded(xs[t][:1]), single[t])
 
+
+
+def test_cnn_export_flattened_group(tmp_path):
+    """A 2D group with no conv layer (``output_channels: []``) enters the head as its raw values, row-major,
+    beside the normalised 1D groups and another group's CNN; the exported graph takes it as its own input."""
+    obs = _cnn_obs(5)
+    cnn_cfg = {"height_scan": dict(output_channels=[]), "camera": dict(output_channels=[3], stride=2)}
+    model = CNNModel(obs, {"actor": ["policy", "height_scan", "camera"]}, "actor", A, hidden_dims=[8],
+                     obs_normalization=True, cnn_cfg=cnn_cfg)
+    _perturb(model)
+    model.eval()
+    with torch.no_grad():
+        latent = model.get_latent(obs)
+        scan = obs["height_scan"].reshape(5, -1)
+        d = model.obs_dim
+        torch.testing.assert_close(latent[:, :d], model.obs_normalizer(obs["policy"]), rtol=0, atol=0)
+        torch.testing.assert_close(latent[:, d:d + scan.shape[1]], scan, rtol=0, atol=0)
+        assert latent.shape[1] == d + scan.shape[1] + model.cnns["camera"].output_dim
+        expected = model(obs)
+    sess = _session(export_onnx(model.as_onnx(), tmp_path / "flat.onnx"))
+    assert _names(sess) == (["obs", "height_scan", "camera"], ["actions"])
+    feeds = {"obs": obs["policy"].numpy(), "height_scan": obs["height_scan"].numpy(), "camera": obs["camera"].numpy()}
+    (actions,) = sess.run(None, feeds)
+    _record("cnn[flattened group] onnx", actions, expected)

@@ -172,7 +172,8 @@ def test_forward_equals_layer_composition():
         (dict(output_channels=[4, 8], max_pool=[True]), r"'max_pool' has 1 entries"),
         (dict(output_channels=[4], norm="group"), r"Unknown CNN norm 'group'\. Valid: none, batch, layer"),
         (dict(output_channels=[4], global_pool="mean"), r"Unknown CNN global_pool 'mean'\. Valid: none, avg, max"),
-        (dict(output_channels=[]), r"at least one conv layer"),
+        (dict(output_channels=[], flatten=False), r"without conv layers .* only flattens its input"),
+        (dict(output_channels=[], global_pool="avg"), r"needs flatten=True and global_pool='none'"),
         (dict(output_channels=[4, 4, 4], max_pool=True), r"shrink the \(5, 5\) input to nothing"),
         (dict(output_channels=[4] * 5, kernel_size=2), r"shrink the \(5, 5\) input to nothing"),
     ],
@@ -180,6 +181,15 @@ def test_forward_equals_layer_composition():
 def test_config_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         CNN((5, 5), 1, **kwargs)
+
+
+def test_no_conv_layer_flattens_the_image():
+    """``output_channels: []``: no parameter, the values in row-major order, per-layer lists not applied."""
+    cnn = CNN((3, 4), 2, output_channels=[], stride=[2, 2])
+    assert cnn.output_dim == 24 and cnn.output_shape == (24,)
+    assert sum(p.numel() for p in cnn.parameters()) == 0
+    x = torch.randn(5, 2, 3, 4)
+    torch.testing.assert_close(cnn(x), x.reshape(5, 24), rtol=0, atol=0)
 
 
 def test_input_dim_must_be_2d():
