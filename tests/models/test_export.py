@@ -289,7 +289,6 @@ def test_rnn_export_parity(tmp_path, rnn_type, layers, dist):
             _record(f"{key} jit-loaded", loaded(xs[t][:1]), single[t])
 
 
-
 def test_cnn_export_flattened_group(tmp_path):
     """A 2D group with no conv layer (``output_channels: []``) enters the head as its raw values, row-major,
     beside the normalised 1D groups and another group's CNN; the exported graph takes it as its own input."""
