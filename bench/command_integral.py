@@ -8,7 +8,7 @@ the deployed controller feeds the policy ``cmd + u`` instead of ``cmd``, with
     e = cmd_xy - estimate_xy,   u <- clip(u + k * dt * e * (|e| < band), -u_max, u_max),   u = 0 at the start,
 
 (per planar axis; ``--band 0``: no band, always integrating), which drives the policy's own velocity estimate, and so the robot, onto the command. This runs the checkpoint's
-mean action under ``rlcore.robustness``'s probe commands (1 s settle, 5 s measured) on the nominal robot (or, with
+mean action under ``rlcore.robustness``'s held probe commands (1 s settle, 5 s measured) on the nominal robot (or, with
 ``--robots training``, on the run's own robot pool; see ``bench/noise_gap.py``) once per gain ``k`` (0: the policy
 as trained) and prints per gain the mean planar error per step (``err``, what ``rlcore.robustness`` reports as
 ``nominal_err``) and the error of the mean velocity (``reached``). The loop acts on the command the env shows the
@@ -69,8 +69,9 @@ def run_gain(info, args: argparse.Namespace, k: float) -> dict:
     from rlcore_tasks.go2.task import PROBE_COMMANDS
 
     torch.manual_seed(args.seed)
-    c = len(PROBE_COMMANDS)
-    cmds = torch.tensor([cmd for _, cmd in PROBE_COMMANDS], dtype=torch.float32).repeat_interleave(args.envs, dim=0)
+    held = [cmd for _, cmd, *step in PROBE_COMMANDS if not step]  # this loop holds every command from the start
+    c = len(held)
+    cmds = torch.tensor(held, dtype=torch.float32).repeat_interleave(args.envs, dim=0)
     env = probe_env(info, len(cmds), args.seed, args.robots)
     try:
         policy = make_run_policy(info, env, "cpu")
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{args.settle_s:g} s settle + {args.measure_s:g} s measured, |u| <= {args.limit:g} m/s"
           + (f", band {args.band:g} m/s" if args.band > 0 else ""))
     print(f"{'command':>16} " + " ".join(f"{'k=' + format(k, 'g') + ' err/reached':>20}" for k in args.gain_list))
-    for i, (name, _) in enumerate(PROBE_COMMANDS):
+    for i, name in enumerate(name for name, _, *step in PROBE_COMMANDS if not step):
         print(f"{name:>16} " + " ".join(f"{float(runs[k]['err'][i]):>11.3f}/{float(runs[k]['reached'][i]):.3f}"
                                         for k in args.gain_list))
     result = {"gains": args.gain_list, "err": [float(runs[k]["err"].mean()) for k in args.gain_list],

@@ -7,7 +7,14 @@ closed-loop in its task's simulator on the task's fixed grid of robot variants u
 :data:`rlcore_tasks.go2.variants.ROBUSTNESS_GRID`: joint damping and friction, soft and 6-D foot contacts, heavier
 legs and base, kp -25 %/+25 %, 10/20 ms latency, ground friction, and a combined "worst plausible" robot). Every
 (variant, command) case is one env of a single batch; each gets ``settle_s`` to reach its command, then
-``measure_s`` measured.
+``measure_s`` measured. A probe command is held from the start, ``(name, command)``, or is a *step from rest*,
+``(name, command, from_rest_s)``: the env's command is zero for the first ``from_rest_s`` seconds, then steps to
+``command``, and the case's own ``settle_s`` + ``measure_s`` start at the step (each case's window is offset by its
+own ``from_rest_s``; the batch runs as long as its longest case, and what an env does after its case ended is not
+counted, falls included, so every case is measured as if it ran alone). For a step case ``rise_s`` is the time from
+the step until the velocity along the command (planar: projected on the command's direction; a pure turn: the yaw
+rate with the command's sign), averaged over :data:`RISE_AVERAGE_S` centred on each control step to ride over the
+gait's sway, first reaches :data:`RISE_FRACTION` of the command (None if it never does).
 
 Per case: the mean velocity reached (vx, vy in the base frame, yaw rate), the mean planar velocity error
 ``|cmd_xy - v_xy|`` over the control steps (it counts the gait's own sway about its mean velocity as error), the
@@ -16,10 +23,15 @@ average, without the sway) and the yaw-rate error, and whether the robot fell (t
 base too low) or the physics became unstable (MuJoCo reset the state, or it is not finite; counted as a fall).
 After a fall the robot counts as standing still for the rest of the measured time. A variant's ``err`` is the
 mean planar error over its commands; ``worst_err`` the largest over the variants (a line gives the same three
-figures for the error of the reached velocity, ``nominal_err_reached`` etc.). The planar error does not see
-a robot that ignores a turn command, so the line before the last gives the yaw-rate errors and the cases whose
-command was *not followed*: the robot stayed up but reached less than half of the commanded planar speed (along the
-command) or yaw rate (:data:`FOLLOW_FRACTION`). The last line is::
+figures for the error of the reached velocity, ``nominal_err_reached`` etc.); these errors count every case,
+step cases included (measured after their step). Per case also the reached/commanded ratios (:func:`reached_ratios`:
+``ratio_xy`` the planar velocity along the command over the command's speed, ``ratio_yaw`` the yaw rate over the
+commanded one; None for a zero command), which show a policy that turns too slowly (or too fast) at a glance; a line
+gives their range over the held yaw commands (:func:`yaw_summary`) and one the rise times of the steps
+(:func:`step_summary`). The planar error does not see a robot that ignores a turn command, so the line before the
+last gives the yaw-rate errors and the cases whose command was *not followed*: the robot stayed up but reached less
+than half of the commanded planar speed (along the command) or yaw rate (:data:`FOLLOW_FRACTION`). The last line
+is::
 
     robustness: nominal_err=<m/s> mean_err=<m/s> worst_err=<m/s> falls=<n>/<cases> policy=<path>
 
@@ -50,6 +62,12 @@ SUMMARY = ("Run an exported ONNX policy (onnxruntime only; its interface from th
 #: A non-zero planar command or yaw rate counts as followed when at least this fraction of it is reached (the
 #: planar velocity projected on the command's direction; the yaw rate with the command's sign).
 FOLLOW_FRACTION = 0.5
+
+#: A step case has risen when the velocity along its command reaches this fraction of the command ...
+RISE_FRACTION = 0.9
+#: ... averaged over this many seconds centred on each control step (a trotting Go2 sways by about 0.05 m/s at
+#: 2-3 Hz: a single step's velocity would cross early on a sway peak).
+RISE_AVERAGE_S = 0.2
 
 #: Interface entries the tool needs from the file.
 REQUIRED = ("robot", "joint_names", "default_joint_pos", "kp", "kd", "action_scale", "action_clip", "physics_dt",
@@ -139,8 +157,7 @@ def select_variants(names: Sequence[str], grid: Sequence) -> list:
     return [v for v in grid if v.name in names]
 
 
-def evaluate(policy: str, variants: Sequence | None = None,
-             commands: Sequence[tuple[str, tuple[float, ...]]] | None = None, settle_s: float = 1.0,
+def evaluate(policy: str, variants: Sequence | None = None, commands: Sequence[tuple] | None = None, settle_s: float = 1.0,
              measure_s: float = 5.0, threads: int | None = None, solver_iterations: int | None = None,
              table: str = "full", action_noise: float = 0.0, repeats: int = 1, seed: int = 0,
              out: Callable[[str], None] = print) -> dict:
@@ -149,8 +166,12 @@ def evaluate(policy: str, variants: Sequence | None = None,
     Args:
         policy: a ``policy.onnx`` with rlcore metadata, or a run directory holding one.
         variants: the task's variants or their names in its grid, e.g. ``["nominal"]`` (default: the whole grid).
-        commands: ``(name, (vx, vy, yaw rate))`` probe commands (default: the task's).
-        settle_s, measure_s: seconds before measuring and seconds measured.
+        commands: probe commands (default: the task's): ``(name, (vx, vy, yaw rate))``, held from the start, or
+            ``(name, (vx, vy, yaw rate), from_rest_s)``, a step from rest: zero command for ``from_rest_s``
+            seconds, then the command (the policy sees it in its next observation); the case's settle and measured
+            time start at the step, so the batch runs ``max(from_rest_s)`` longer and a held case's env idles,
+            uncounted, after its case ended.
+        settle_s, measure_s: seconds before measuring and seconds measured (after the step for a step case).
         threads: MuJoCo rollout threads (None: all available cores).
         solver_iterations: MuJoCo solver iterations instead of the file's (None: the policy's own physics).
         table: ``"full"`` (a row per case and per variant), ``"summary"`` (per variant), ``"none"``.
@@ -164,11 +185,15 @@ def evaluate(policy: str, variants: Sequence | None = None,
         out: where lines go.
 
     Returns:
-        ``cases`` (a dict per case), ``variants`` (a dict per variant name), ``nominal_err``, ``mean_err``,
-        ``worst_err``, ``worst_variant``, ``falls``, ``unstable``, ``cases_n``, the yaw-rate figures
-        ``nominal_err_yaw``, ``mean_err_yaw``, ``worst_err_yaw``, ``worst_yaw_variant``, ``not_followed`` (the
-        cases whose ``not_followed`` reason, from :func:`not_followed`, is not empty), ``wall_s``, ``policy``,
-        ``action_noise``, ``repeats``.
+        ``cases`` (a dict per case: ``variant``, ``command``, ``cmd``, ``from_rest_s`` (None: held), ``vel``,
+        ``err_xy``, ``err_yaw``, ``err_reached_xy``, ``ratio_xy``, ``ratio_yaw`` (:func:`reached_ratios`),
+        ``rise_s`` (:func:`rise_time`; None for a held case or a step never reached), ``fell``, ``unstable``,
+        ``fall_time_s`` (from the start of the run), ``not_followed``), ``variants`` (a dict per variant name),
+        ``nominal_err``, ``mean_err``, ``worst_err``, ``worst_variant`` (over all cases, step cases included),
+        ``falls``, ``unstable``, ``cases_n``, the yaw-rate figures ``nominal_err_yaw``, ``mean_err_yaw``,
+        ``worst_err_yaw``, ``worst_yaw_variant``, the yaw ratios of :func:`yaw_summary`, the rise times of
+        :func:`step_summary`, ``not_followed`` (the cases whose ``not_followed`` reason, from :func:`not_followed`,
+        is not empty), ``wall_s``, ``policy``, ``action_noise``, ``repeats``.
     """
     start = time.perf_counter()
     path = resolve_policy(str(policy))
@@ -178,19 +203,20 @@ def evaluate(policy: str, variants: Sequence | None = None,
     if names:  # names resolve to the grid's variants, in the order given
         by_name = {v.name: v for v in select_variants(names, suite.grid)}
         variants = [by_name[v] if isinstance(v, str) else v for v in variants]
-    commands = list(suite.probe_commands if commands is None else commands)
+    commands = [probe_command(c) for c in (suite.probe_commands if commands is None else commands)]
     if not variants or not commands:
         raise UserError("robustness: give at least one variant and one command.")
     if not (action_noise >= 0 and int(repeats) >= 1):
         raise UserError(f"action_noise={action_noise}, repeats={repeats}: need action_noise >= 0 and repeats >= 1.")
     if int(repeats) > 1:
-        commands = [(f"{name}#{k}", c) for name, c in commands for k in range(int(repeats))]
+        commands = [(f"{name}#{k}", c, f) for name, c, f in commands for k in range(int(repeats))]
     if not (settle_s >= 0 and measure_s > 0):
         raise UserError(f"settle_s={settle_s}, measure_s={measure_s}: need settle_s >= 0 and measure_s > 0.")
     control_dt = meta["physics_dt"] * meta["decimation"]
     settle, measured = round(settle_s / control_dt), max(1, round(measure_s / control_dt))
-    env = _grid_env(suite, path, meta, len(variants) * len(commands), (settle + measured + 50) * control_dt, threads,
-                    solver_iterations)
+    lead = int(_lead_steps(commands, control_dt).max())
+    env = _grid_env(suite, path, meta, len(variants) * len(commands), (lead + settle + measured + 50) * control_dt,
+                    threads, solver_iterations)
     noise = (float(action_noise), np.random.default_rng(seed)) if action_noise > 0 else None
     run = _run_grid(env, path, meta, variants, commands, settle, measured, noise)
     result = {"policy": path, **_summarise(run, variants, commands, suite.describe)}
@@ -198,6 +224,28 @@ def evaluate(policy: str, variants: Sequence | None = None,
     result["action_noise"], result["repeats"] = float(action_noise), int(repeats)
     _report(result, meta, variants, commands, settle * control_dt, measured * control_dt, table, out)
     return result
+
+
+def probe_command(entry) -> tuple[str, tuple[float, ...], float | None]:
+    """``(name, command, from_rest_s)`` of a probe command given as ``(name, (vx, vy, yaw rate))`` (held from the
+    start: ``from_rest_s`` None) or ``(name, (vx, vy, yaw rate), from_rest_s)`` (a step from rest after
+    ``from_rest_s`` > 0 seconds); a UserError for anything else."""
+    try:
+        name, cmd, *rest = entry
+        cmd, from_rest = tuple(float(x) for x in cmd), (float(rest[0]) if rest else None)
+        ok = len(rest) <= 1 and len(cmd) == 3 and (from_rest is None or (from_rest > 0 and math.isfinite(from_rest)))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise UserError(f"probe command {entry!r}: give (name, (vx, vy, yaw rate)) or (name, (vx, vy, yaw rate), "
+                        "from_rest_s) with from_rest_s > 0.")
+    return str(name), cmd, from_rest
+
+
+def _lead_steps(commands: Sequence[tuple], control_dt: float) -> np.ndarray:
+    """Per command (:func:`probe_command`'s triples), the control steps of zero command before it: 0 when held,
+    ``from_rest_s`` in whole control steps (at least one) for a step from rest."""
+    return np.array([0 if f is None else max(1, round(f / control_dt)) for _, _, f in commands], dtype=int)
 
 
 def _grid_env(suite: RobustnessSuite, path: str, meta: dict, n: int, episode_s: float, threads: int | None,
@@ -212,15 +260,17 @@ def _grid_env(suite: RobustnessSuite, path: str, meta: dict, n: int, episode_s: 
 
 def _run_grid(env, path: str, meta: dict, variants: list, commands: list, settle: int, measured: int,
               noise: tuple | None = None) -> dict:
-    """Env ``e`` gets variant ``e // C`` and command ``e % C`` (C commands); all run closed-loop at once
-    (:func:`_closed_loop`'s results, ``noise`` passed on). Closes ``env``."""
+    """Env ``e`` gets variant ``e // C`` and command ``e % C`` (C commands, :func:`probe_command`'s triples); all run
+    closed-loop at once (:func:`_closed_loop`'s results, ``noise`` and the steps from rest passed on). Closes
+    ``env``."""
     import torch
 
     try:
         env.assign_variants(variants, np.repeat(np.arange(len(variants)), len(commands)))
-        cmd = torch.tensor([c for _, c in commands], dtype=torch.float32)  # [C, 3]
+        cmd = torch.tensor([c for _, c, _ in commands], dtype=torch.float32)  # [C, 3]
         env.commands[:] = cmd.repeat(len(variants), 1)  # [N, 3]
-        return _closed_loop(env, session_of(path), meta, settle, measured, noise)
+        lead = np.tile(_lead_steps(commands, meta["physics_dt"] * meta["decimation"]), len(variants))
+        return _closed_loop(env, session_of(path), meta, settle, measured, noise, lead)
     finally:
         env.close()
 
@@ -230,16 +280,20 @@ def _summarise(run: dict, variants: list, commands: list, describe: Callable) ->
     errors over its commands, falls, what ``describe`` says it changes) and the summary figures of
     :func:`evaluate`'s return value."""
 
-    n_cmd = len(commands)
+    n_cmd, dt = len(commands), run["control_dt"]
     cases = []
     for e in range(len(variants) * n_cmd):
         v, c = variants[e // n_cmd], commands[e % n_cmd]
         fall_time = float(run["fall_time"][e])
-        cases.append({"variant": v.name, "command": c[0], "cmd": list(c[1]), "vel": run["vel"][e].tolist(),
-                      "err_xy": float(run["err_xy"][e]), "err_yaw": float(run["err_yaw"][e]),
+        cases.append({"variant": v.name, "command": c[0], "cmd": list(c[1]), "from_rest_s": c[2],
+                      "vel": run["vel"][e].tolist(), "err_xy": float(run["err_xy"][e]),
+                      "err_yaw": float(run["err_yaw"][e]),
                       "err_reached_xy": float(math.hypot(c[1][0] - run["vel"][e][0], c[1][1] - run["vel"][e][1])),
                       "fell": bool(run["fallen"][e]), "unstable": bool(run["unstable"][e]),
                       "fall_time_s": None if math.isnan(fall_time) else fall_time})
+        cases[-1].update(reached_ratios(cases[-1]))
+        along = along_command(c[1], run["trace"][:run["end"][e], e]) if c[2] is not None else None
+        cases[-1]["rise_s"] = None if along is None else rise_time(along[0], along[1], int(run["lead"][e]), dt)
         cases[-1]["not_followed"] = not_followed(cases[-1])
     per_variant = {}
     for i, v in enumerate(variants):
@@ -260,8 +314,71 @@ def _summarise(run: dict, variants: list, commands: list, describe: Callable) ->
     return {"cases": cases, "variants": per_variant, **over_variants("err", "", "worst_variant"),
             "falls": int(run["fallen"].sum()), "unstable": int(run["unstable"].sum()), "cases_n": len(cases),
             **over_variants("err_yaw", "_yaw", "worst_yaw_variant"),
-            **over_variants("err_reached", "_reached", "worst_reached_variant"),
-            "not_followed": [c for c in cases if c["not_followed"]]}
+            **over_variants("err_reached", "_reached", "worst_reached_variant"), **yaw_summary(cases),
+            **step_summary(cases), "not_followed": [c for c in cases if c["not_followed"]]}
+
+
+def reached_ratios(case: dict) -> dict:
+    """``ratio_xy``: the case's reached planar velocity projected on its command's direction over the command's
+    speed, ``ratio_yaw``: its reached yaw rate over the commanded one (None where that command is zero). 1 is
+    perfect tracking; a robot that moves against the command has a negative ratio; a fallen robot counts as
+    standing still for the rest of the measured time (its ``vel``), as in the errors."""
+    (cx, cy, cz), (vx, vy, vz) = case["cmd"], case["vel"]
+    speed = math.hypot(cx, cy)
+    return {"ratio_xy": (vx * cx + vy * cy) / speed**2 if speed > 0.0 else None,
+            "ratio_yaw": vz / cz if cz != 0.0 else None}
+
+
+def along_command(cmd: Sequence[float], trace: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """The velocity along the command ``(vx, vy, yaw rate)`` over a ``trace [T, 3]`` of velocities, and the
+    command's size in it: the planar velocity projected on the command's direction and its speed for a planar
+    command, else the yaw rate with the command's sign and its magnitude (None for a zero command)."""
+    speed = math.hypot(cmd[0], cmd[1])
+    if speed > 0.0:
+        return (trace[:, 0] * cmd[0] + trace[:, 1] * cmd[1]) / speed, speed
+    if cmd[2] != 0.0:
+        return trace[:, 2] * math.copysign(1.0, cmd[2]), abs(cmd[2])
+    return None
+
+
+def rise_time(along: np.ndarray, target: float, step: int, dt: float,
+              average_s: float = RISE_AVERAGE_S) -> float | None:
+    """Seconds from the step of a command (set before control step ``step``) until the velocity along it, ``along
+    [T]`` (``along[k]``: after control step ``k``, i.e. ``(k + 1) * dt`` into the run), averaged over the
+    ``2 * round(average_s / dt / 2) + 1`` samples centred on each step (fewer at the ends of the trace), first
+    reaches :data:`RISE_FRACTION` of ``target`` (> 0); None if it never does."""
+    half = round(average_s / dt / 2)
+    total = np.concatenate([[0.0], np.cumsum(along)])
+    k = np.arange(step, len(along))
+    lo, hi = np.maximum(k - half, 0), np.minimum(k + half + 1, len(along))
+    hit = np.flatnonzero((total[hi] - total[lo]) / (hi - lo) >= RISE_FRACTION * target)
+    return float((k[hit[0]] + 1 - step) * dt) if hit.size else None
+
+
+def yaw_summary(cases: Sequence[dict]) -> dict:
+    """The yaw ratios (:func:`reached_ratios`) over the held cases (no step from rest) with a non-zero yaw command:
+    ``yaw_ratio_nominal_min``/``_max`` over the nominal variant's, ``yaw_ratio_min`` over every variant's and its
+    ``yaw_ratio_min_case`` ``(variant, command)`` (None when there are no such cases)."""
+    held = [c for c in cases if c["from_rest_s"] is None and c["ratio_yaw"] is not None]
+    nominal = [c["ratio_yaw"] for c in held if c["variant"] == "nominal"]
+    low = min(held, key=lambda c: c["ratio_yaw"], default=None)
+    return {"yaw_ratio_nominal_min": min(nominal, default=None), "yaw_ratio_nominal_max": max(nominal, default=None),
+            "yaw_ratio_min": None if low is None else low["ratio_yaw"],
+            "yaw_ratio_min_case": None if low is None else (low["variant"], low["command"])}
+
+
+def step_summary(cases: Sequence[dict]) -> dict:
+    """The rise times of the steps from rest (:func:`rise_time`): ``rise_s_nominal`` (command name -> the nominal
+    variant's rise_s, None if never reached), ``rise_s_max`` and its ``rise_s_max_case`` ``(variant, command)`` over
+    the steps reached, ``rise_s_never`` the ``(variant, command)`` of those never reached (fallen ones included)
+    and ``steps_n`` the number of step cases."""
+    steps = [c for c in cases if c["from_rest_s"] is not None]
+    risen = [c for c in steps if c["rise_s"] is not None]
+    slow = max(risen, key=lambda c: c["rise_s"], default=None)
+    return {"rise_s_nominal": {c["command"]: c["rise_s"] for c in steps if c["variant"] == "nominal"},
+            "rise_s_max": None if slow is None else slow["rise_s"],
+            "rise_s_max_case": None if slow is None else (slow["variant"], slow["command"]),
+            "rise_s_never": [(c["variant"], c["command"]) for c in steps if c["rise_s"] is None], "steps_n": len(steps)}
 
 
 def not_followed(case: dict) -> str:
@@ -284,45 +401,59 @@ def not_followed(case: dict) -> str:
     return ", ".join(why)
 
 
-def _closed_loop(env, session, meta: dict, settle: int, measured: int, noise: tuple | None = None) -> dict:
-    """Drive ``env`` (commands set) with the ONNX ``session`` for ``settle + measured`` control steps; ``noise``:
-    ``(std, numpy Generator)`` of Gaussian noise added to the actions (the policy's state is its own, noise-free).
+def _closed_loop(env, session, meta: dict, settle: int, measured: int, noise: tuple | None = None,
+                 lead: np.ndarray | None = None) -> dict:
+    """Drive ``env`` (commands set) with the ONNX ``session``; ``noise``: ``(std, numpy Generator)`` of Gaussian noise
+    added to the actions (the policy's state is its own, noise-free); ``lead [N]``: control steps of zero command
+    before env ``e``'s command (0, the default: held from the start). Env ``e``'s case runs ``lead[e] + settle +
+    measured`` control steps, measured over the last ``measured``; the batch runs as long as its longest case, and
+    what an env does after its case ended (falls included) is not counted.
 
     Returns numpy arrays over the N envs: ``vel [N, 3]`` (mean measured vx, vy, yaw rate; zero once fallen),
     ``err_xy``, ``err_yaw`` (mean measured errors), ``fallen``, ``unstable`` (the fall was a physics failure or a
-    non-finite action) and ``fall_time`` (seconds, NaN if none).
+    non-finite action), ``fall_time`` (seconds from the start, NaN if none), ``trace [T, N, 3]`` (vx, vy, yaw rate
+    after every control step; zero once fallen), ``lead``, ``end`` (control steps of each case) and ``control_dt``.
     """
     import torch
 
     n = env.num_envs
     policy = OnnxPolicy(session, meta, n)
     cmd = env.commands.detach().cpu().numpy().astype(np.float64)
+    lead = np.zeros(n, dtype=int) if lead is None else np.asarray(lead, dtype=int)
+    begin, end = lead + settle, lead + settle + measured  # each case's measured window
+    env.commands[torch.from_numpy(lead > 0).to(env.commands.device)] = 0.0  # steps from rest: zero until their step
     fallen, unstable = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     fall_time = np.full(n, np.nan)
     vel_sum, err_xy_sum, err_yaw_sum = np.zeros((n, 3)), np.zeros(n), np.zeros(n)
+    trace = np.zeros((int(end.max()), n, 3))
     control_dt = meta["physics_dt"] * meta["decimation"]
     obs = env.get_observations()
     with torch.inference_mode():
-        for step in range(settle + measured):
+        for step in range(int(end.max())):
+            due = (lead == step) & (lead > 0)
+            if due.any():  # the step: the policy sees the command in its next observation
+                env.commands[torch.from_numpy(due).to(env.commands.device)] = torch.from_numpy(cmd[due]).to(env.commands)
             actions, bad_action = policy(obs)
             if noise is not None:
                 actions = actions + (noise[0] * noise[1].standard_normal(actions.shape)).astype(np.float32)
             obs, _, dones, extras = env.step(torch.from_numpy(actions))
             now_unstable = env.sim.unstable.cpu().numpy() | bad_action
-            fell = (dones & ~extras["time_outs"]).cpu().numpy() | now_unstable
+            fell = ((dones & ~extras["time_outs"]).cpu().numpy() | now_unstable) & (step < end)  # ended: not counted
             first = fell & ~fallen
             fall_time[first] = (step + 1) * control_dt
             unstable |= first & now_unstable
             fallen |= fell
-            if step >= settle:
-                vel = np.concatenate([env.base_lin_vel[:, :2].cpu().numpy(), env.base_ang_vel[:, 2:].cpu().numpy()],
-                                     axis=1).astype(np.float64)
-                vel[fallen] = 0.0  # a fallen robot makes no progress
-                vel_sum += vel
-                err_xy_sum += np.linalg.norm(cmd[:, :2] - vel[:, :2], axis=1)
-                err_yaw_sum += np.abs(cmd[:, 2] - vel[:, 2])
+            vel = np.concatenate([env.base_lin_vel[:, :2].cpu().numpy(), env.base_ang_vel[:, 2:].cpu().numpy()],
+                                 axis=1).astype(np.float64)
+            vel[fallen] = 0.0  # a fallen robot makes no progress
+            trace[step] = vel
+            window = (step >= begin) & (step < end)  # np.where: an ended case's env may hold anything
+            vel_sum += np.where(window[:, None], vel, 0.0)
+            err_xy_sum += np.where(window, np.linalg.norm(cmd[:, :2] - vel[:, :2], axis=1), 0.0)
+            err_yaw_sum += np.where(window, np.abs(cmd[:, 2] - vel[:, 2]), 0.0)
     return {"vel": vel_sum / measured, "err_xy": err_xy_sum / measured, "err_yaw": err_yaw_sum / measured,
-            "fallen": fallen, "unstable": unstable, "fall_time": fall_time}
+            "fallen": fallen, "unstable": unstable, "fall_time": fall_time, "trace": trace, "lead": lead, "end": end,
+            "control_dt": control_dt}
 
 
 class OnnxPolicy:
@@ -391,23 +522,31 @@ def feeder(meta: dict, session) -> Callable:
     return feeds
 
 
+def _fmt(x: float | None, spec: str = ".2f") -> str:
+    """``x`` formatted by ``spec``, ``-`` for None."""
+    return "-" if x is None else format(x, spec)
+
+
 def _report(result: dict, meta: dict, variants: list, commands: list, settle_s: float, measure_s: float, table: str,
             out: Callable[[str], None]) -> None:
     cases, per_variant = result["cases"], result["variants"]
     if table != "none":
+        steps = sorted({f for _, _, f in commands if f is not None})
         out(f"robustness of {result['policy']} (task {meta.get('task')}, {meta.get('model')}, rlcore "
             f"{meta.get('version')}): {len(variants)} variants x {len(commands)} commands = {len(cases)} envs, "
             f"{settle_s:g} s settle + {measure_s:g} s measured"
+            + (f" (steps from rest: after {'/'.join(f'{f:g}' for f in steps)} s of zero command)" if steps else "")
             + (f", action noise std {result['action_noise']:g}" if result["action_noise"] > 0 else ""))
     if table == "full":
         out(f"{'variant':<20} {'command':<15} {'cmd vx/vy/wz':>17} {'reached vx/vy/wz':>20} {'err_xy':>7} "
-            f"{'reached':>7} {'err_yaw':>7}  fall")
+            f"{'reached':>7} {'err_yaw':>7} {'ratio xy/wz':>11}  fall")
         for c in cases:
             fall = "-" if not c["fell"] else f"{'unstable' if c['unstable'] else 'fell'}@{c['fall_time_s']:.2f}s"
             cmd = "/".join(f"{x:+.1f}" for x in c["cmd"])
             vel = "/".join(f"{x:+.2f}" for x in c["vel"])
+            ratio = f"{_fmt(c['ratio_xy'])}/{_fmt(c['ratio_yaw'])}"
             out(f"{c['variant']:<20} {c['command']:<15} {cmd:>17} {vel:>20} {c['err_xy']:7.3f} "
-                f"{c['err_reached_xy']:7.3f} {c['err_yaw']:7.3f}  {fall}")
+                f"{c['err_reached_xy']:7.3f} {c['err_yaw']:7.3f} {ratio:>11}  {fall}")
     if table in ("full", "summary"):
         out(f"{'variant':<20} {'err':>7} {'reached':>7} {'err_yaw':>7} {'falls':>6} {'unstable':>8}  changes")
         for name, r in per_variant.items():
@@ -422,6 +561,16 @@ def _report(result: dict, meta: dict, variants: list, commands: list, settle_s: 
         f"mean_err_reached={result['mean_err_reached']:.3f} worst_err_reached={result['worst_err_reached']:.3f} "
         f"({result['worst_reached_variant']}): the error of the mean planar velocity over the measured time (err also "
         "counts the gait's sway about it)")
+    if result["steps_n"]:
+        nominal = " ".join(f"{k}={_fmt(v)}" for k, v in result["rise_s_nominal"].items()) or "-"
+        slow = result["rise_s_max_case"]
+        out(f"steps from rest: rise_s (to {RISE_FRACTION:g} of the command, {RISE_AVERAGE_S:g} s average) nominal "
+            f"{nominal}; max {_fmt(result['rise_s_max'])}" + (f" ({slow[0]}/{slow[1]})" if slow else "")
+            + f"; never reached {len(result['rise_s_never'])}/{result['steps_n']}")
+    if result["yaw_ratio_min_case"] is not None:
+        low = result["yaw_ratio_min_case"]
+        out(f"yaw ratio (reached/commanded, held yaw commands): nominal {_fmt(result['yaw_ratio_nominal_min'])}.."
+            f"{_fmt(result['yaw_ratio_nominal_max'])}, min {result['yaw_ratio_min']:.2f} ({low[0]}/{low[1]})")
     out(f"yaw rate: nominal_err_yaw={result['nominal_err_yaw']:.3f} mean_err_yaw={result['mean_err_yaw']:.3f} "
         f"worst_err_yaw={result['worst_err_yaw']:.3f} ({result['worst_yaw_variant']}); commands not followed "
         f"(standing, under {FOLLOW_FRACTION:g} of the command reached): {len(missed)}/{result['cases_n']}"

@@ -66,7 +66,8 @@ class RobustnessSuite:
 
     Attributes:
         grid: the variants, in report order; each has a ``name`` (one is ``"nominal"``).
-        probe_commands: ``(name, command)`` pairs; every variant runs every command.
+        probe_commands: ``(name, command)`` held from the start, or ``(name, command, from_rest_s)``: a step from
+            rest (zero command for ``from_rest_s`` seconds, then ``command``); every variant runs every command.
         make_env: ``make_env(interface, num_envs, episode_s=, threads=, solver_iterations=)``: the task rebuilt from
             an exported file's deployment interface, with ``assign_variants(variants, env_variant)`` and a writable
             ``commands [N, C]`` tensor; a ConfigError when the interface describes something else.
@@ -74,7 +75,7 @@ class RobustnessSuite:
     """
 
     grid: Sequence[Any]
-    probe_commands: Sequence[tuple[str, tuple[float, ...]]]
+    probe_commands: Sequence[tuple[str, tuple[float, ...]] | tuple[str, tuple[float, ...], float]]
     make_env: Callable[..., VecEnv]
     describe: Callable[[Any], str]
 

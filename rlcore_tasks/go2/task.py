@@ -12,12 +12,15 @@ from rlcore.env import VecEnv
 from rlcore.env.task import RobustnessSuite, TaskSpec
 from rlcore_tasks.go2.pretrained import PRETRAINED
 
-#: Probe commands of the robustness check: (name, (vx [m/s], vy [m/s], yaw rate [rad/s])).
-PROBE_COMMANDS: tuple[tuple[str, tuple[float, float, float]], ...] = (
+#: Probe commands of the robustness check: (name, (vx [m/s], vy [m/s], yaw rate [rad/s])) held from the start, or
+#: (name, command, from_rest_s): a step from rest, zero command for from_rest_s seconds, then the command (its
+#: rise time is measured; :mod:`rlcore.robustness`).
+PROBE_COMMANDS: tuple[tuple[str, tuple[float, float, float]] | tuple[str, tuple[float, float, float], float], ...] = (
     ("vx_0.5", (0.5, 0.0, 0.0)), ("vx_1.0", (1.0, 0.0, 0.0)), ("vx_-0.5", (-0.5, 0.0, 0.0)),
     ("vx_-1.0", (-1.0, 0.0, 0.0)), ("vy_0.5", (0.0, 0.5, 0.0)), ("vy_-0.5", (0.0, -0.5, 0.0)),
     ("yaw_1.0", (0.0, 0.0, 1.0)), ("yaw_-1.0", (0.0, 0.0, -1.0)), ("zero", (0.0, 0.0, 0.0)),
-    ("vx_0.7_yaw_0.5", (0.7, 0.0, 0.5)),
+    ("vx_0.7_yaw_0.5", (0.7, 0.0, 0.5)), ("vx_0.5_yaw_-1.0", (0.5, 0.0, -1.0)),
+    ("step_yaw_1.0", (0.0, 0.0, 1.0), 1.0), ("step_vx_1.0", (1.0, 0.0, 0.0), 1.0),
 )
 
 #: Settings of the keyboard-driven viewer's env on top of the run's own (one robot, commands set by hand).
@@ -44,9 +47,13 @@ def env_from_interface(meta: dict) -> dict:
     from rlcore_tasks.go2.variants import overrides_from_interface
 
     overrides = overrides_from_interface(meta, episode_s=20.0)
-    ranges = meta.get("command_ranges") or {}
-    commands = {k: ranges[k] for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw", "heading", "heading_command",
-                                       "zero_below") if k in ranges}
+    described = meta.get("commands") or {}
+    heading = described.get("heading") or {}
+    commands = {**(described.get("ranges") or {}), "heading_command": bool(heading.get("in_training", False))}
+    if "range" in heading:
+        commands["heading"] = heading["range"]
+    if "zero_below" in described:
+        commands["zero_below"] = described["zero_below"]
     return {"sim": {k: v for k, v in overrides["sim"].items() if k != "threads"}, "control": overrides["control"],
             "obs": overrides["obs"], "rewards": overrides["rewards"], "commands": commands,
             "domain_rand": overrides["domain_rand"]}

@@ -4,7 +4,9 @@
 - latency delays the applied PD target by exactly k physics steps (the ctrl MuJoCo receives, and the physics);
 - physics failures (non-finite state, impossible speeds) are flagged per env;
 - the tool, fed tiny ONNX policies (constant outputs) with a Go2 interface in their metadata, counts a policy
-  that falls and measures a standing policy's error as the command speed; it refuses files without metadata.
+  that falls and measures a standing policy's error as the command speed; it refuses files without metadata;
+- a step from rest holds the command at zero until its step, then the command, and measures after the step;
+- reached/commanded ratios, rise times and the yaw summary equal hand-computed values.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ import mujoco
 from rlcore.config.cli import UserError
 from rlcore.deployment import policy_metadata, read_onnx_interface, write_onnx_metadata
 from rlcore.models import MLPModel
-from rlcore.robustness import evaluate, main, not_followed
+from rlcore.robustness import (
+    along_command,
+    evaluate,
+    main,
+    not_followed,
+    probe_command,
+    reached_ratios,
+    rise_time,
+    step_summary,
+    yaw_summary,
+)
 from rlcore_tasks.go2 import Go2Env
 from rlcore_tasks.go2.config import make_config, no_randomization
 from rlcore_tasks.go2.sim import Go2Sim
@@ -249,11 +261,18 @@ def test_a_standing_policy_errs_by_the_command_speed(tmp_path, go2_meta):
         (v, c) for v in ("nominal", "kp_-25%") for c in ("vx_0.5", "vy_-0.5", "yaw_1.0")]
     assert r["nominal_err_yaw"] == pytest.approx(1.0 / 3.0, abs=0.02)  # yaw error 1 on one command of three
     assert lines[-2].startswith(f"yaw rate: nominal_err_yaw={r['nominal_err_yaw']:.3f} ")
+    # standing still: about none of the commanded speed or turn reached; no step cases here, so no rise-time line
+    assert all(abs(c["ratio_yaw"] if c["command"] == "yaw_1.0" else c["ratio_xy"]) < 0.06 for c in r["cases"])
+    assert r["steps_n"] == 0 and not any(ln.startswith("steps from rest:") for ln in lines)
+    low = r["yaw_ratio_min_case"]
+    assert low[1] == "yaw_1.0" and r["yaw_ratio_min"] == min(c["ratio_yaw"] for c in r["cases"] if c["ratio_yaw"] is not None)
+    assert lines[-3] == (f"yaw ratio (reached/commanded, held yaw commands): nominal {r['yaw_ratio_nominal_min']:.2f}.."
+                         f"{r['yaw_ratio_nominal_max']:.2f}, min {r['yaw_ratio_min']:.2f} ({low[0]}/yaw_1.0)")
     reached = r["variants"]["nominal"]["err_reached"]
     assert r["nominal_err_reached"] == reached == pytest.approx(np.mean(
         [c["err_reached_xy"] for c in r["cases"] if c["variant"] == "nominal"]))
     assert r["worst_err_reached"] == max(v["err_reached"] for v in r["variants"].values())
-    assert lines[-3].startswith(f"reached velocity: nominal_err_reached={reached:.3f} "
+    assert lines[-4].startswith(f"reached velocity: nominal_err_reached={reached:.3f} "
                                 f"mean_err_reached={r['mean_err_reached']:.3f} ")
     assert "commands not followed (standing, under 0.5 of the command reached): 6/6: nominal/vx_0.5 (planar " in lines[-2]
     assert sum(ln.startswith("nominal ") for ln in lines) == 4  # 3 case rows + the variant row
@@ -310,6 +329,89 @@ def test_not_followed_by_hand():
     assert not_followed(_case((0.5, 0.0, 0.0), (0.0, 0.0, 0.0), fell=True)) == ""
 
 
+def test_reached_ratios_by_hand():
+    """Reached planar velocity along the command over its speed; reached over commanded yaw rate; None for zero."""
+    r = reached_ratios(_case((0.6, 0.8, 0.5), (0.3, 0.4, 0.6)))  # half the speed along it, 1.2 x the turn
+    assert r["ratio_xy"] == pytest.approx(0.5) and r["ratio_yaw"] == pytest.approx(1.2)
+    # (0.4, -0.3) at right angles to (0.3, 0.4): nothing along it; half the (negative) turn
+    r = reached_ratios(_case((0.3, 0.4, -1.0), (0.4, -0.3, -0.5)))
+    assert r["ratio_xy"] == pytest.approx(0.0, abs=1e-12) and r["ratio_yaw"] == pytest.approx(0.5)
+    r = reached_ratios(_case((1.0, 0.0, 0.0), (-0.2, 0.1, 0.3)))  # backwards under a forward command
+    assert r["ratio_xy"] == pytest.approx(-0.2) and r["ratio_yaw"] is None
+    assert reached_ratios(_case((0.0, 0.0, 0.0), (0.3, 0.0, 0.4))) == {"ratio_xy": None, "ratio_yaw": None}
+    assert reached_ratios(_case((0.0, -0.5, 0.0), (0.0, 0.0, 0.0), fell=True)) == {"ratio_xy": 0.0, "ratio_yaw": None}
+
+
+def _ycase(variant, command, cmd, ratio_yaw, from_rest_s=None, rise_s=None):
+    return {"variant": variant, "command": command, "cmd": list(cmd), "ratio_yaw": ratio_yaw,
+            "from_rest_s": from_rest_s, "rise_s": rise_s}
+
+
+def test_yaw_and_step_summaries_pick_the_right_cases():
+    """Yaw ratios over held yaw commands only (a step case, however low, and zero-yaw cases are left out)."""
+    cases = [_ycase("nominal", "yaw_1.0", (0, 0, 1.0), 0.95), _ycase("nominal", "yaw_-1.0", (0, 0, -1.0), 1.02),
+             _ycase("nominal", "vx_0.5", (0.5, 0, 0), None), _ycase("nominal", "step_yaw_1.0", (0, 0, 1.0), 0.1, 1.0, 0.42),
+             _ycase("soft_feet", "yaw_1.0", (0, 0, 1.0), 0.97), _ycase("soft_feet", "vx_0.7_yaw_0.5", (0.7, 0, 0.5), 0.81),
+             _ycase("soft_feet", "step_yaw_1.0", (0, 0, 1.0), 0.05, 1.0, 0.9),
+             _ycase("kp_-25%", "step_yaw_1.0", (0, 0, 1.0), 0.0, 1.0, None)]
+    assert yaw_summary(cases) == {"yaw_ratio_nominal_min": 0.95, "yaw_ratio_nominal_max": 1.02, "yaw_ratio_min": 0.81,
+                                  "yaw_ratio_min_case": ("soft_feet", "vx_0.7_yaw_0.5")}
+    assert step_summary(cases) == {"rise_s_nominal": {"step_yaw_1.0": 0.42}, "rise_s_max": 0.9,
+                                   "rise_s_max_case": ("soft_feet", "step_yaw_1.0"),
+                                   "rise_s_never": [("kp_-25%", "step_yaw_1.0")], "steps_n": 3}
+    assert yaw_summary(cases[2:3]) == dict.fromkeys(
+        ("yaw_ratio_nominal_min", "yaw_ratio_nominal_max", "yaw_ratio_min", "yaw_ratio_min_case"))
+
+
+def test_rise_time_by_hand():
+    """Step before control step 3 (dt 0.1 s, average over 3 samples centred): the raw velocity crosses 0.9 on a sway
+    peak at sample 4, the average only at sample 5: (0.95 + 0.8 + 1.1) / 3 = 0.95; 5 + 1 - 3 = 3 steps = 0.3 s."""
+    along = np.array([0.0, 0.0, 0.0, 0.2, 0.95, 0.8, 1.1, 1.0, 1.0])
+    assert rise_time(along, 1.0, 3, 0.1, average_s=0.2) == pytest.approx(0.3)
+    assert rise_time(along, 1.0, 3, 0.1, average_s=0.0) == pytest.approx(0.2)  # no average: the sway peak
+    assert rise_time(along, 1.2, 3, 0.1, average_s=0.2) is None  # 0.9 x 1.2 = 1.08: never
+    # the velocity along the command: a turn with the command's sign, a planar command projected on its direction
+    trace = np.array([[0.3, 0.4, -0.5], [0.6, 0.8, -1.0]])
+    along, target = along_command((0.0, 0.0, -2.0), trace)
+    assert target == 2.0 and along.tolist() == [0.5, 1.0]
+    along, target = along_command((0.6, 0.8, 1.0), trace)
+    assert target == pytest.approx(1.0) and along == pytest.approx([0.5, 1.0])
+    assert along_command((0.0, 0.0, 0.0), trace) is None
+
+
+def test_probe_commands_held_or_stepped():
+    assert probe_command(("vx", (1, 0, 0))) == ("vx", (1.0, 0.0, 0.0), None)
+    assert probe_command(("step", (0, 0, 1), 0.5)) == ("step", (0.0, 0.0, 1.0), 0.5)
+    for bad in [("vx", (1, 0)), ("step", (0, 0, 1), 0.0), ("step", (0, 0, 1), 1.0, 2.0), ("vx",), "vx"]:
+        with pytest.raises(UserError, match="give \\(name, \\(vx, vy, yaw rate\\)\\) or"):
+            probe_command(bad)
+
+
+def test_a_step_from_rest_is_zero_until_its_step(tmp_path, go2_meta, monkeypatch):
+    """A step case's env command is exactly zero for its from_rest_s (10 control steps of 0.02 s), then the command;
+    a held case's is its command throughout; each is measured over its own last 10 steps (after settle)."""
+    path = constant_policy(tmp_path / "stand.onnx", 0.0, go2_meta)
+    seen, step = [], Go2VariantEnv.step
+
+    def recording_step(self, actions):
+        seen.append(self.commands.clone())
+        return step(self, actions)
+
+    monkeypatch.setattr(Go2VariantEnv, "step", recording_step)
+    commands = [("vx_0.5", (0.5, 0.0, 0.0)), ("step_yaw_1.0", (0.0, 0.0, 1.0), 0.2)]
+    r = evaluate(path, ["nominal"], commands, settle_s=0.1, measure_s=0.2, threads=1, out=lambda _: None)
+    seen = torch.stack(seen)  # [steps, 2 envs, 3]
+    assert len(seen) == 10 + 5 + 10  # the longest case: 10 from rest + 5 settle + 10 measured
+    assert torch.all(seen[:, 0] == torch.tensor([0.5, 0.0, 0.0]))
+    assert torch.all(seen[:10, 1] == 0.0) and torch.all(seen[10:, 1] == torch.tensor([0.0, 0.0, 1.0]))
+    held, stepped = r["cases"]
+    assert held["from_rest_s"] is None and stepped["from_rest_s"] == 0.2 and not held["fell"] and not stepped["fell"]
+    # standing still: measured after the step the yaw error is the full command (0.5 if measured from step 5 on)
+    assert stepped["err_yaw"] == pytest.approx(1.0, abs=0.03) and abs(stepped["ratio_yaw"]) < 0.03
+    assert stepped["ratio_xy"] is None and stepped["rise_s"] is None and held["rise_s"] is None
+    assert r["rise_s_never"] == [("nominal", "step_yaw_1.0")] and r["steps_n"] == 1
+
+
 def test_the_tool_uses_the_files_settings(go2_meta):
     env = Go2VariantEnv.from_interface({**go2_meta, "action_scale": 0.3, "kd": [0.7] * 12}, 2, episode_s=3.0,
                                        threads=1)
@@ -320,7 +422,7 @@ def test_the_tool_uses_the_files_settings(go2_meta):
     assert np.all(models[0].actuator_biasprm[:, 2] == -0.7) and env.sim.latency.tolist() == [4, 0]
     env.close()
     bad = {**go2_meta, "obs_layout": [dict(t) for t in go2_meta["obs_layout"]]}
-    bad["obs_layout"][4]["start"] = 20  # joint_vel not where this task puts it
+    bad["obs_layout"][4]["input_start"] = 20  # joint_vel not where this task puts it
     with pytest.raises(ValueError, match="observation layout"):
         Go2VariantEnv.from_interface(bad, 1, episode_s=1.0, threads=1)
 
@@ -352,10 +454,11 @@ def test_command_line_on_a_run_directory(tmp_path, go2_meta, capsys, variants):
     assert read_onnx_interface(path)["kp"] == [KP] * 12
     main([f"policy={tmp_path}", variants, "settle_s=1", "measure_s=0.4", "threads=1", "table=summary"])
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    match = re.fullmatch(r"robustness: nominal_err=(\S+) mean_err=(\S+) worst_err=(\S+) falls=0/10 policy=(.+)", last)
+    match = re.fullmatch(r"robustness: nominal_err=(\S+) mean_err=(\S+) worst_err=(\S+) falls=0/13 policy=(.+)", last)
     assert match and match.group(4) == path
-    # standing still under the 10 probe commands: their mean planar speed (0.5 + 1 + 0.5 + 1 + 0.5 + 0.5 + 0.7) / 10
-    assert float(match.group(1)) == pytest.approx(0.47, abs=0.04) and match.group(1) == match.group(3)
+    # standing still under the 13 probe commands (the steps measured after their step): their mean planar speed
+    # (0.5 + 1 + 0.5 + 1 + 0.5 + 0.5 + 0.7 + 0.5 + 1) / 13
+    assert float(match.group(1)) == pytest.approx(6.2 / 13, abs=0.04) and match.group(1) == match.group(3)
     _ = mujoco  # imported for the skip above
 
 
