@@ -50,13 +50,32 @@ def export_jit(script_module: torch.jit.ScriptModule, path: str | os.PathLike) -
 #: Prefix of the ``metadata_props`` keys rlcore writes; each value is one JSON document.
 METADATA_PREFIX = "rlcore."
 
+#: Version of the interface's layout (``rlcore.interface_version``): 2 since 2026-12-07 (docs/deployment.md). Files
+#: without the key are version 1; :func:`read_onnx_interface` reads them as version 2 (:func:`upgrade_interface`).
+INTERFACE_VERSION = 2
+
+#: The JSON Schema every written interface is validated against (docs/deployment.md, "The interface, field by field").
+SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "schemas", "deployment_interface.v2.json")
+
 #: Names of the recurrent state inputs of an exported graph (each ``[L, batch, H]``, zeros at an episode start, fed
 #: back from the output of the same name with ``_out``): an RNN's ``h_in`` / ``c_in``, the command integral's ``u_in``.
 STATE_INPUTS = ("h_in", "c_in", "u_in")
 
+#: What each recurrent state input holds (``recurrent_state[i].role``).
+STATE_ROLES = {"h_in": "rnn_hidden", "c_in": "rnn_cell", "u_in": "command_integral"}
+
+
+def recurrent_state_entry(name: str, shape: list) -> dict:
+    """The ``recurrent_state`` entry of state input ``name`` (``[L, "batch", H]``): where it comes back, what it holds,
+    its value at an episode's first step (``initial``, every element) and when that value is set (``reset``)."""
+    return {"input": name, "output": name.replace("_in", "_out"), "shape": shape, "role": STATE_ROLES[name],
+            "initial": 0.0, "reset": "episode_start"}
+
 
 def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | None = None) -> dict:
-    """Everything a deployment program needs beside the graph, as JSON-able data (see :func:`write_onnx_metadata`).
+    """Everything a deployment program needs beside the graph, as JSON-able data (see :func:`write_onnx_metadata`;
+    the layout, version :data:`INTERFACE_VERSION`, is described field by field in docs/deployment.md and checked
+    by the JSON Schema :data:`SCHEMA_PATH`).
 
     Args:
         module: the policy's ``as_onnx()`` wrapper (its input/output names and example shapes).
@@ -65,19 +84,20 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
             is merged in, one key per entry.
         task: the train config's task name.
 
-    Keys written by rlcore itself: ``version``, ``task``, ``model``, ``inputs`` and ``outputs`` (names and shapes,
-    ``"batch"`` for the batch axis), ``obs_groups`` (the 1D groups concatenated into the ``obs`` input, in order),
-    ``recurrent_state`` (state inputs/outputs and their shapes; empty for a feed-forward policy),
-    ``normalizer`` (where the observation normaliser is: inside the graph), ``control_dt`` (seconds per policy
-    step) and, when the task describes its groups, ``obs_layout``: each term of ``obs`` with its ``start:stop``
-    within that input.
+    Keys written by rlcore itself: ``interface_version``, ``version``, ``task``, ``model``, ``inputs`` and
+    ``outputs`` (names and shapes, ``"batch"`` for the batch axis), ``obs_groups`` (the 1D groups concatenated into
+    the ``obs`` input, in order), ``recurrent_state`` (:func:`recurrent_state_entry` per state input; empty for a
+    feed-forward policy), ``normalizer`` (where the observation normaliser is: inside the graph), ``control_dt``
+    (seconds per policy step) and, when the task describes its groups, ``obs_layout``: each term of ``obs`` with
+    its columns ``input_start:input_stop`` in that input. Of the task's ``observation_groups`` only those the graph
+    reads are kept.
     """
     shapes = {n: list(x.shape) for n, x in zip(module.input_names, module.example_inputs)}
     inputs, states = [], []
     for name in module.input_names:
         if name in STATE_INPUTS:
             shape = [shapes[name][0], "batch", shapes[name][2]]
-            states.append({"input": name, "output": name.replace("_in", "_out"), "shape": shape})
+            states.append(recurrent_state_entry(name, shape))
         else:
             shape = ["batch", *shapes[name][1:]]
         inputs.append({"name": name, "shape": shape})
@@ -85,6 +105,7 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
     outputs += [{"name": s["output"], "shape": s["shape"]} for s in states]
     groups_1d = list(getattr(policy, "obs_groups_1d", []))
     meta: dict = {
+        "interface_version": INTERFACE_VERSION,
         "version": __version__,
         "task": task,
         "model": type(policy).__name__,
@@ -96,7 +117,7 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
     }
     if getattr(module, "rnn_type", None):
         meta["rnn_type"] = module.rnn_type
-    if callable(getattr(module, "metadata", None)):  # e.g. the command integral's gain and law
+    if callable(getattr(module, "metadata", None)):  # e.g. the command integral's gain and limit
         meta["command_integral"] = module.metadata()
     step_dt = getattr(env, "step_dt", None)
     if isinstance(step_dt, (int, float)):
@@ -107,35 +128,63 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
         if clash:
             raise ValueError(f"deployment_interface() keys {clash} clash with the keys rlcore writes itself.")
         meta.update(interface)
-        layout = obs_layout(groups_1d, interface.get("observation_groups") or {})
+        read = set(groups_1d) | {i["name"] for i in inputs if i["name"] != "obs" and i["name"] not in STATE_INPUTS}
+        described = interface.get("observation_groups") or {}
+        if described:  # a student's file describes only what its graph reads
+            meta["observation_groups"] = {g: d for g, d in described.items() if g in read}
+        layout = obs_layout(groups_1d, described)
         if layout is not None:
             meta["obs_layout"] = layout
     return meta
 
 
 def obs_layout(groups: list[str], described: dict) -> list[dict] | None:
-    """The terms of the ``obs`` input (groups concatenated in order), slices offset into it; None if a group is
-    not described term by term."""
+    """The terms of the ``obs`` input (groups concatenated in order), each with its columns in that input,
+    ``input_start:input_stop`` (a term's ``start:stop`` in ``observation_groups`` are its columns in its group);
+    None if a group is not described term by term."""
     layout, offset = [], 0
     for group in groups:
         terms = (described.get(group) or {}).get("terms")
         if not terms:
             return None
         for term in terms:
-            entry = {"group": group, **term, "start": offset + term["start"], "stop": offset + term["stop"]}
+            entry = {"group": group, **{k: v for k, v in term.items() if k not in ("start", "stop")},
+                     "input_start": offset + term["start"], "input_stop": offset + term["stop"]}
             layout.append(entry)
         offset += int(described[group]["size"])
     return layout
 
 
-def write_onnx_metadata(path: str | os.PathLike, metadata: dict) -> None:
+class InterfaceError(ValueError):
+    """An interface that does not follow the schema (one line: where, and what is wrong)."""
+
+
+def validate_interface(metadata: dict) -> None:
+    """Check ``metadata`` (the decoded ``rlcore.*`` entries) against the JSON Schema :data:`SCHEMA_PATH`; an
+    :class:`InterfaceError` names the first field that does not follow it."""
+    import jsonschema
+
+    with open(SCHEMA_PATH) as f:
+        schema = json.load(f)
+    plain = json.loads(json.dumps(metadata, allow_nan=False, default=_plain))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(plain))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise InterfaceError(f"deployment interface v{INTERFACE_VERSION}: {where}: {error.message[:300]}")
+
+
+def write_onnx_metadata(path: str | os.PathLike, metadata: dict, validate: bool = True) -> None:
     """Store ``metadata`` in the ONNX file's ``metadata_props``: key ``rlcore.<name>``, value ``json.dumps(value)``.
 
     Earlier ``rlcore.*`` entries are replaced; other producers' entries are kept. numpy/torch values become JSON
-    numbers and lists; NaN and infinity are refused (strict JSON, readable by any deployment language).
+    numbers and lists; NaN and infinity are refused (strict JSON, readable by any deployment language). An
+    interface (one with ``interface_version``) is validated first (:func:`validate_interface`; ``validate=False``
+    skips it, for tests that write old or broken files on purpose).
     """
     import onnx  # only when a file is written or read: training imports this module
 
+    if validate and "interface_version" in metadata:
+        validate_interface(metadata)
     path = os.fspath(path)
     model = onnx.load(path)
     kept = [(p.key, p.value) for p in model.metadata_props if not p.key.startswith(METADATA_PREFIX)]
@@ -154,10 +203,55 @@ def _plain(value):
     raise TypeError(f"{type(value).__name__} is not JSON serialisable (ONNX metadata takes JSON values)")
 
 
-def read_onnx_interface(path: str | os.PathLike) -> dict:
-    """The ``rlcore.*`` entries of an ONNX file's ``metadata_props``, decoded: ``{name: value}`` ({} if none)."""
+def read_onnx_interface(path: str | os.PathLike, raw: bool = False) -> dict:
+    """The ``rlcore.*`` entries of an ONNX file's ``metadata_props``, decoded: ``{name: value}`` ({} if none); a
+    version-1 file (exported before 2026-12-07) is read as version 2 (:func:`upgrade_interface`) unless ``raw``."""
     import onnx
 
     model = onnx.load(os.fspath(path), load_external_data=False)
-    return {p.key[len(METADATA_PREFIX):]: json.loads(p.value) for p in model.metadata_props
+    meta = {p.key[len(METADATA_PREFIX):]: json.loads(p.value) for p in model.metadata_props
             if p.key.startswith(METADATA_PREFIX)}
+    return meta if raw or not meta else upgrade_interface(meta)
+
+
+def upgrade_interface(meta: dict) -> dict:
+    """A version-1 interface in version 2's layout (a version-2 one unchanged), for rlcore's own readers: what
+    version 2 states as fields and version 1 left to prose or to the code (``upgraded_from: 1`` says it was read
+    this way; fields version 1 never had, such as ``spawn``, stay absent)."""
+    if int(meta.get("interface_version", 1)) >= 2:
+        return meta
+    meta = json.loads(json.dumps(meta))  # a deep copy
+    meta["interface_version"], meta["upgraded_from"] = INTERFACE_VERSION, 1
+    meta["recurrent_state"] = [recurrent_state_entry(s["input"], s["shape"]) for s in meta.get("recurrent_state", [])]
+    groups = meta.get("observation_groups") or {}
+    velocity = ((groups.get("privileged") or {}).get("terms") or [{}])[0]
+    for group in groups.values():
+        for term in group.get("terms", []):
+            _upgrade_term(term)
+        if group.get("history_of"):
+            frames = int(group["frames"])
+            group.update(order="newest_first", lags=list(range(1, frames + 1)), before_episode_start="first_frame")
+            group.pop("reset", None)
+    for term in meta.get("obs_layout") or []:
+        term["input_start"], term["input_stop"] = term.pop("start"), term.pop("stop")
+        _upgrade_term(term)
+    loop = meta.get("command_integral")
+    if loop:
+        loop.pop("law", None)
+        loop.update(applied_in_graph=True, axes=["lin_vel_x", "lin_vel_y"])
+        if velocity.get("name") == "base_lin_vel":
+            loop["estimate_scale"] = float(velocity["scale"])
+    ranges = meta.pop("command_ranges", None)
+    if ranges is not None:
+        meta["commands"] = {"ranges": {k: ranges[k] for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw") if k in ranges},
+                            "zero_below": ranges.get("zero_below", 0.0),
+                            "heading": {"in_training": bool(ranges.get("heading_command", False)),
+                                        "fraction": ranges.get("heading_fraction", 1.0),
+                                        "range": ranges.get("heading", [-3.14159, 3.14159])}}
+    return meta
+
+
+def _upgrade_term(term: dict) -> None:
+    """A version-1 vector term's ``noise`` / ``bias`` as version 2's ``training_perturbations``."""
+    if "noise" in term or "bias" in term:
+        term["training_perturbations"] = {"noise": term.pop("noise", 0.0), "bias": term.pop("bias", 0.0)}

@@ -254,7 +254,8 @@ def _command_integral_module(policy, env, args: dict):
     """The graph the task exports for ``policy`` (its env's ``export_module``, the task protocol of
     :mod:`rlcore.env.task`; for the Go2, the policy with its integral loop on the command: the task's default when
     ``command_integral_gain`` is null, none at 0), or None for the policy alone; ONNX only."""
-    gain, limit, band = (args.get(f"command_integral_{k}") for k in ("gain", "limit", "band"))
+    keys = ("gain", "limit", "band", "yaw_gain", "yaw_limit", "yaw_band")
+    gain = args.get("command_integral_gain")
     if str(args["format"]) != "onnx":
         if gain:
             raise UserError("command_integral_gain > 0 is written into an ONNX graph: use format=onnx.")
@@ -265,8 +266,8 @@ def _command_integral_module(policy, env, args: dict):
             raise UserError(f"command_integral_gain={gain}: the task {type(env).__name__} has no integral loop to "
                             "export (its env has no export_module); leave the key out.")
         return None
-    options = {f"command_integral_{k}": None if x is None else float(x)
-               for k, x in zip(("gain", "limit", "band"), (gain, limit, band))}
+    options = {f"command_integral_{k}": None if args.get(f"command_integral_{k}") is None
+               else float(args[f"command_integral_{k}"]) for k in keys}
     return hook(policy, **options)
 
 

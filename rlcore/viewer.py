@@ -14,13 +14,13 @@ Space           stop: every command back to 0
 Backspace       reset the robot (and stop)
 ==============  ===========================================
 
-Each press moves a command by a tenth of its range (the task's ``command_ranges`` from
+Each press moves a command by a tenth of its range (the task's ``commands["ranges"]`` from
 ``deployment_interface()``), clamped to that range. MuJoCo's own viewer keys keep working (Esc: free camera,
 mouse: rotate and zoom, Ctrl+Q: quit), except that the visualisation flags bound to Q and E (camera frames,
 equality constraints) stay as they were: those letters are taken.
 
 The task must be a MuJoCo task with velocity commands: its env has ``commands [N, 3]`` (vx, vy, yaw rate),
-``sim.model`` (the ``MjModel`` drawn), ``sim.qpos [N, nq]`` and ``deployment_interface()["command_ranges"]``, and
+``sim.model`` (the ``MjModel`` drawn), ``sim.qpos [N, nq]`` and ``deployment_interface()["commands"]["ranges"]``, and
 its :class:`~rlcore.env.task.TaskSpec` gives ``viewer_env``: the env settings for one robot driven by hand (the
 Go2's: heading mode off, commands never resampled, no pushes, hour-long episodes; a fall still resets the robot).
 The viewer builds the task with one env and those settings.
@@ -92,8 +92,8 @@ class KeyCommands:
 
     @classmethod
     def from_interface(cls, interface: dict) -> KeyCommands:
-        """From an env's ``deployment_interface()`` (its ``command_ranges`` lin_vel_x, lin_vel_y, ang_vel_yaw)."""
-        ranges = interface.get("command_ranges") or {}
+        """From an env's ``deployment_interface()`` (its ``commands["ranges"]``: lin_vel_x, lin_vel_y, ang_vel_yaw)."""
+        ranges = (interface.get("commands") or {}).get("ranges") or {}
         return cls([ranges[k] for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw")])
 
     def _clamp(self, i: int, value: float) -> float:
@@ -134,7 +134,7 @@ def check_viewer_env(env, task: str) -> None:
     if not isinstance(getattr(sim, "model", None), mujoco.MjModel) or getattr(sim, "qpos", None) is None:
         missing.append("a MuJoCo model (sim.model, sim.qpos)")
     interface = env.deployment_interface() if callable(getattr(env, "deployment_interface", None)) else {}
-    if "command_ranges" not in interface:
+    if "ranges" not in (interface.get("commands") or {}):
         missing.append("command ranges (deployment_interface())")
     if missing:
         raise ConfigError(f"viewer=true: task {task} has no {', no '.join(missing)}; the viewer drives MuJoCo tasks "

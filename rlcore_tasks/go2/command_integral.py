@@ -8,14 +8,17 @@ with
 
     u_out = clip(u_in + gain * dt * e * (|e| < band), -limit, limit),   e = cmd_xy - estimate_xy,   u = 0 at an episode start,
 
-so the policy walks until its own estimate reads the command. The band (per axis; 0: none) is integral separation,
+so the policy walks until its own estimate reads the command. With a yaw gain the loop has a third axis on the
+yaw-rate command, closed on the gyro the policy already reads (``base_ang_vel``'s z column): ``e_yaw = cmd_yaw -
+gyro_z``, with its own gain, limit and band, so a robot that turns slower (or faster) than commanded is trimmed
+onto the command as well. The band (per axis; 0: none) is integral separation,
 the textbook anti-windup: while the robot is far from its command (starting off, after a command step or a push) the
 error is the policy's to remove, and integrating it would only wind ``u`` up to its limit and overshoot; the loop
 trims the steady error left once the robot is near the command, which is what it is for. Measured on the seed-1
 teacher (README, *Integral action in the exported graph*): without the band, the wind-up of a start at vx 1.0 on the
 harshest robot made it fall in 23 of 64 runs under action noise of std 0.05, against 2 of 64 for the policy alone.
 
-``u`` is a recurrent state of the graph (``u_in [1, B, 2] -> u_out``, named and shaped like an RNN's state, so
+``u`` is a recurrent state of the graph (``u_in [1, B, 2] -> u_out``, ``[1, B, 3]`` with the yaw axis, named and shaped like an RNN's state, so
 every rlcore tool that carries ``h_in`` carries it). Only the policy's own inputs and its estimate are used: nothing
 a robot does not have.
 
@@ -38,14 +41,16 @@ from rlcore.models.mlp_model import ExportedPolicy
 STATE_INPUT, STATE_OUTPUT = "u_in", "u_out"
 
 
-def integral_step(u: torch.Tensor, error: torch.Tensor, gain: float, dt: float, limit: float,
-                  band: float = 0.0) -> torch.Tensor:
-    """One step of the loop's law, per planar axis: ``clip(u + gain * dt * e * (|e| < band), -limit, limit)`` with
-    ``e = cmd_xy - estimate_xy`` (``u``, ``error`` ``[B, 2]``, m/s). ``band`` 0 integrates always; otherwise only the
+def integral_step(u: torch.Tensor, error: torch.Tensor, gain, dt: float, limit, band=0.0) -> torch.Tensor:
+    """One step of the loop's law, per axis: ``clip(u + gain * dt * e * (|e| < band), -limit, limit)`` with
+    ``e = cmd - measured`` (``u``, ``error`` ``[B, n]``: m/s for vx, vy, rad/s for a yaw axis). ``gain``, ``limit``
+    and ``band`` are numbers or ``[n]`` tensors (one per axis). A band of 0 integrates always; otherwise only the
     errors inside it (integral separation: no wind-up while the robot accelerates towards a far command)."""
-    if band > 0.0:
-        error = torch.where(error.abs() < band, error, torch.zeros_like(error))
-    return torch.clamp(u + gain * dt * error, -limit, limit)
+    band = torch.as_tensor(band, dtype=error.dtype)
+    inside = (band <= 0.0) | (error.abs() < band)
+    error = torch.where(inside, error, torch.zeros_like(error))
+    limit = torch.as_tensor(limit, dtype=error.dtype)
+    return torch.minimum(torch.maximum(u + gain * dt * error, -limit), limit)  # Min/Max: per-axis bounds in ONNX
 
 
 class CommandIntegralPolicy(ExportedPolicy):
@@ -63,23 +68,39 @@ class CommandIntegralPolicy(ExportedPolicy):
         velocity_scale: the observation scale of the estimator's base velocity (its first two outputs: vx, vy).
         gain: integral gain ``[1/s]``; dt: control period ``[s]``; limit: ``|u|`` bound per axis ``[m/s]``.
         band: an axis integrates only while its error is under this ``[m/s]`` (0: always).
+        yaw: None (planar loop only), or ``(gyro_column, gyro_scale, gain [1/s], limit [rad/s], band [rad/s])``: the
+            third axis on the yaw-rate command, measured by the gyro's z column of ``obs``. The yaw command's
+            columns are those of ``command_columns`` with axis 2.
         rnn: a recurrent model's ``nn.LSTM`` / ``nn.GRU`` (batch second) between normaliser and head; None for an MLP.
     """
 
     def __init__(self, normalizer: nn.Module, estimator: nn.Module, mlp: nn.Module, deterministic: nn.Module,
                  obs_dim: int, command_columns: Sequence[tuple[int, int]], current: tuple[int, int],
                  command_scale: tuple[float, float], velocity_scale: float, gain: float, dt: float,
-                 limit: float, rnn: nn.Module | None = None, band: float = 0.0) -> None:
+                 limit: float, rnn: nn.Module | None = None, band: float = 0.0,
+                 yaw: tuple[int, float, float, float, float] | None = None) -> None:
         super().__init__()
         self.obs_normalizer, self.estimator, self.mlp, self.deterministic_output = (normalizer, estimator, mlp,
                                                                                   deterministic)
         self.rnn, self.is_lstm = rnn, isinstance(rnn, nn.LSTM)
-        shift = torch.zeros(2, obs_dim)  # u [B, 2] @ shift [2, D]: the command columns moved by u, scaled
+        axes = 3 if yaw is not None else 2
+        shift = torch.zeros(axes, obs_dim)  # u [B, n] @ shift [n, D]: the command columns moved by u, scaled
         for column, axis in command_columns:
-            shift[axis, column] = float(command_scale[axis])
-        read = torch.zeros(obs_dim, 2)  # obs [B, D] @ read [D, 2]: the current planar command in m/s
-        for axis, column in enumerate(current):
+            if axis < axes:
+                shift[axis, column] = float(command_scale[axis])
+        read = torch.zeros(obs_dim, axes)  # obs [B, D] @ read [D, n]: the current command (m/s, rad/s)
+        for axis, column in enumerate(current[:axes]):
             read[column, axis] = 1.0 / float(command_scale[axis])
+        gyro = torch.zeros(obs_dim, 1)  # obs [B, D] @ gyro [D, 1]: the measured yaw rate [rad/s]
+        if yaw is not None:
+            gyro[yaw[0], 0] = 1.0 / float(yaw[1])
+        self.register_buffer("gyro", gyro)
+        self.yaw = None if yaw is None else {"gyro_column": int(yaw[0]), "gyro_scale": float(yaw[1]),
+                                             "gain": float(yaw[2]), "limit": float(yaw[3]), "band": float(yaw[4])}
+        per_axis = [(gain, limit, band)] * 2 + ([tuple(yaw[2:])] if yaw is not None else [])
+        self.register_buffer("gains", torch.tensor([g for g, _, _ in per_axis], dtype=torch.float32))
+        self.register_buffer("limits", torch.tensor([lim for _, lim, _ in per_axis], dtype=torch.float32))
+        self.register_buffer("bands", torch.tensor([b for _, _, b in per_axis], dtype=torch.float32))
         self.register_buffer("shift", shift)
         self.register_buffer("read", read)
         self.velocity_scale, self.gain, self.dt, self.limit = float(velocity_scale), float(gain), float(dt), float(limit)
@@ -88,7 +109,7 @@ class CommandIntegralPolicy(ExportedPolicy):
         inputs = ["obs"] + [f"{m}_in" for m in memory] + [STATE_INPUT]
         outputs = ["actions"] + [f"{m}_out" for m in memory] + [STATE_OUTPUT]
         zeros = [torch.zeros(rnn.num_layers, 1, rnn.hidden_size) for _ in memory] if rnn is not None else []
-        self.set_onnx_interface(inputs, outputs, (torch.zeros(1, obs_dim), *zeros, torch.zeros(1, 1, 2)),
+        self.set_onnx_interface(inputs, outputs, (torch.zeros(1, obs_dim), *zeros, torch.zeros(1, 1, axes)),
                                 {"obs": {0: "batch"}, "actions": {0: "batch"},
                                  **{name: {1: "batch"} for name in inputs[1:] + outputs[1:]}}, is_recurrent=True)
         self.input_size = obs_dim
@@ -96,7 +117,7 @@ class CommandIntegralPolicy(ExportedPolicy):
             self.rnn_type = "lstm" if self.is_lstm else "gru"
 
     def forward(self, obs: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        u = state[-1][0]  # [B, 2]; the memory's states (if any) come first
+        u = state[-1][0]  # [B, n]; the memory's states (if any) come first
         z = self.obs_normalizer(obs + u @ self.shift)
         memory: tuple[torch.Tensor, ...] = ()
         if self.rnn is not None:  # one step of the memory: [1, B, D] -> [1, B, H]
@@ -109,8 +130,11 @@ class CommandIntegralPolicy(ExportedPolicy):
             z = out.squeeze(0)
         estimate = self.estimator(z)
         actions = self.deterministic_output(self.mlp(torch.cat([z, estimate], dim=-1)))
-        error = obs @ self.read - estimate[:, :2] / self.velocity_scale  # cmd_xy - estimate_xy [m/s]
-        u_out = integral_step(u, error, self.gain, self.dt, self.limit, self.band)
+        measured = estimate[:, :2] / self.velocity_scale  # the estimate of vx, vy [m/s]
+        if self.yaw is not None:
+            measured = torch.cat([measured, obs @ self.gyro], dim=-1)  # and the gyro's yaw rate [rad/s]
+        error = obs @ self.read - measured  # cmd - measured, per axis
+        u_out = integral_step(u, error, self.gains, self.dt, self.limits, self.bands)
         return (actions, *memory, u_out.unsqueeze(0))
 
     def initial_state(self, batch: int) -> tuple[torch.Tensor, ...]:
@@ -118,10 +142,19 @@ class CommandIntegralPolicy(ExportedPolicy):
         return tuple(torch.zeros(x.shape[0], batch, x.shape[2]) for x in self.example_inputs[1:])
 
     def metadata(self) -> dict:
-        """The ``command_integral`` entry of the file's interface."""
-        return {"state": STATE_INPUT, "gain": self.gain, "limit": self.limit, "dt": self.dt, "band": self.band,
-                "law": "obs command columns += u * scale; e = cmd_xy - estimate_xy; u_out = clip(u_in + gain * dt * e "
-                       "* (|e| < band, per axis; always when band is 0), -limit, limit); u = 0 at an episode start"}
+        """The ``command_integral`` entry of the file's interface: the loop's numbers as data. The graph applies the
+        loop itself; a deployer only feeds ``u_out`` back as ``u_in`` (zeros at an episode start)."""
+        yaw = {} if self.yaw is None else {"yaw_gain": self.yaw["gain"], "yaw_limit": self.yaw["limit"],
+                                           "yaw_band": self.yaw["band"], "yaw_measured_by": "base_ang_vel"}
+        return {"state": STATE_INPUT, "applied_in_graph": True,
+                "axes": ["lin_vel_x", "lin_vel_y"] + (["ang_vel_yaw"] if self.yaw is not None else []),
+                "gain": self.gain, "limit": self.limit, "band": self.band, "dt": self.dt,
+                "estimate_scale": self.velocity_scale, **yaw,
+                "summary": "inside the graph: the command columns of obs (current and history frames) are shifted "
+                           "by u * their scale; e = cmd_xy - estimate_xy (the graph's own base-velocity estimate); "
+                           "u_out = clip(u_in + gain * dt * e * (|e| < band, per axis; always when band is 0), "
+                           "-limit, limit); with yaw_gain the same on the yaw rate, e = cmd_yaw - gyro_z (the base_ang_vel term), "
+                           "with yaw_gain, yaw_limit and yaw_band. Do not shift the command yourself."}
 
 
 def _cannot_carry(model: nn.Module) -> str | None:
@@ -144,10 +177,12 @@ def _velocity_scale(groups: dict) -> float | None:
 
 
 def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale: float, gain: float, dt: float,
-                            limit: float, band: float = 0.0) -> CommandIntegralPolicy:
+                            limit: float, band: float = 0.0, yaw_gain: float = 0.0, yaw_limit: float = 0.3,
+                            yaw_band: float = 0.0) -> CommandIntegralPolicy:
     """The :class:`CommandIntegralPolicy` of ``model`` (an MLPModel or RNNModel with a ``base_lin_vel`` estimator), its command
     columns found by name in ``layout`` (the ``obs`` input's terms: ``velocity_commands`` and its history copies
-    ``velocity_commands@t-k``, vx and vy first).
+    ``velocity_commands@t-k``, vx, vy, yaw rate); ``yaw_gain`` > 0 adds the yaw axis, on the gyro column of the
+    current ``base_ang_vel`` term.
 
     Raises:
         ConfigError: a model without such an estimator, or an input without a velocity command term.
@@ -164,24 +199,36 @@ def command_integral_policy(model: nn.Module, layout: list[dict], velocity_scale
         raise ConfigError("command_integral_gain: the policy's obs input has no 'velocity_commands' term; its terms: "
                           + ", ".join(t["name"] for t in layout[:12]) + ("..." if len(layout) > 12 else ""))
     scale = current[0]["scale"]
-    scale = (float(scale[0]), float(scale[1])) if isinstance(scale, (list, tuple)) else (float(scale),) * 2
-    columns = [(t["start"] + axis, axis) for t in terms for axis in (0, 1)]
+    scale = tuple(float(x) for x in scale) if isinstance(scale, (list, tuple)) else (float(scale),) * 3
+    yaw = None
+    if yaw_gain > 0:
+        gyro = [t for t in layout if t["name"] == "base_ang_vel"]
+        if not gyro or not yaw_limit > 0 or not yaw_band >= 0:
+            raise ConfigError(f"command_integral_yaw_gain={yaw_gain}: needs a 'base_ang_vel' term in the policy's obs "
+                              f"input and yaw_limit > 0, yaw_band >= 0 (limit {yaw_limit}, band {yaw_band}).")
+        gyro_scale = gyro[0]["scale"]
+        gyro_scale = float(gyro_scale[2] if isinstance(gyro_scale, (list, tuple)) else gyro_scale)
+        yaw = (gyro[0]["input_start"] + 2, gyro_scale, float(yaw_gain), float(yaw_limit), float(yaw_band))
+    columns = [(t["input_start"] + axis, axis) for t in terms for axis in (0, 1, 2)]
+    start = current[0]["input_start"]
     normalizer, head, det = model._export_parts()
     rnn = copy.deepcopy(model.rnn.rnn).cpu() if getattr(model, "is_recurrent", False) else None
     return CommandIntegralPolicy(normalizer, head.estimator, head.mlp, det, int(model.obs_dim), columns,
-                                 (current[0]["start"], current[0]["start"] + 1), scale, velocity_scale, gain, dt,
-                                 limit, rnn, band).eval()
+                                 (start, start + 1, start + 2), scale, velocity_scale, gain, dt, limit, rnn, band,
+                                 yaw).eval()
 
 
 def integral_for(policy: nn.Module, env, gain: float | None = None, limit: float | None = None,
-                 band: float | None = None) -> CommandIntegralPolicy | None:
+                 band: float | None = None, yaw_gain: float | None = None, yaw_limit: float | None = None,
+                 yaw_band: float | None = None) -> CommandIntegralPolicy | None:
     """The exported graph of ``policy`` with its integral loop, or None for the policy alone.
 
     ``gain`` None: the task's default (``env.command_integral()``, e.g. Go2's ``commands.integral_gain``), applied
     when the policy can carry it (an MLP or RNN policy, PPO actor or distilled student, with a ``base_lin_vel``
     estimator over a ``velocity_commands`` term; else, or for a task without the method: None). ``gain`` 0: None.
     ``gain`` > 0: required, so a policy that cannot carry it is a ConfigError. ``limit`` None: the task's default, else 0.3 m/s;
-    ``band`` None: the task's default, else 0 (no band).
+    ``band`` None: the task's default, else 0 (no band). ``yaw_gain`` / ``yaw_limit`` / ``yaw_band``: the same for the
+    yaw axis (None: the task's default, else none; 0: none).
     """
     from rlcore.deployment import obs_layout
 
@@ -190,6 +237,8 @@ def integral_for(policy: nn.Module, env, gain: float | None = None, limit: float
     gain = float(defaults.get("gain", 0.0) if gain is None else gain)
     limit = float(defaults.get("limit", 0.3) if limit is None else limit)
     band = float(defaults.get("band", 0.0) if band is None else band)
+    yaw = [float(defaults.get(k, d) if v is None else v)
+           for k, v, d in (("yaw_gain", yaw_gain, 0.0), ("yaw_limit", yaw_limit, 0.3), ("yaw_band", yaw_band, 0.0))]
     if gain <= 0:
         return None
     interface = env.deployment_interface() if callable(getattr(env, "deployment_interface", None)) else {}
@@ -202,7 +251,7 @@ def integral_for(policy: nn.Module, env, gain: float | None = None, limit: float
     if not described:
         raise ConfigError(f"command_integral_gain: the task {type(env).__name__} does not describe its observation "
                           "terms and base_lin_vel scale (deployment_interface()); it needs task=go2's interface.")
-    return command_integral_policy(policy, layout, velocity, gain, float(env.step_dt), limit, band)
+    return command_integral_policy(policy, layout, velocity, gain, float(env.step_dt), limit, band, *yaw)
 
 
 def integral_from_interface(policy: nn.Module, meta: dict) -> CommandIntegralPolicy | None:
@@ -211,9 +260,12 @@ def integral_from_interface(policy: nn.Module, meta: dict) -> CommandIntegralPol
     loop = meta.get("command_integral")
     if not loop:
         return None
-    return command_integral_policy(policy, meta["obs_layout"], _velocity_scale(meta["observation_groups"]),
+    scale = loop.get("estimate_scale") or _velocity_scale(meta["observation_groups"])  # version 1: from its groups
+    return command_integral_policy(policy, meta["obs_layout"], scale,
                                    float(loop["gain"]), float(loop["dt"]), float(loop["limit"]),
-                                   float(loop.get("band", 0.0)))  # files written before the band: none
+                                   float(loop.get("band", 0.0)),  # files written before the band: none
+                                   float(loop.get("yaw_gain", 0.0)), float(loop.get("yaw_limit", 0.3)),
+                                   float(loop.get("yaw_band", 0.0)))
 
 
 __all__ = ["STATE_INPUT", "STATE_OUTPUT", "CommandIntegralPolicy", "command_integral_policy", "integral_for",

@@ -53,10 +53,13 @@ def update_heading(env: Go2Env) -> None:
 
 def integral_loop(cfg) -> dict:
     """The exported policy's default integral loop on the command (``rlcore_tasks.go2.command_integral``):
-    ``{"gain": [1/s], "limit": [m/s], "band": [m/s]}`` from ``commands.integral_gain`` / ``integral_limit`` /
-    ``integral_band`` (gain 0: none)."""
+    ``{"gain": [1/s], "limit": [m/s], "band": [m/s], "yaw_gain": [1/s], "yaw_limit": [rad/s], "yaw_band": [rad/s]}``
+    from ``commands.integral_gain`` / ``integral_limit`` / ``integral_band`` and their ``integral_yaw_*`` twins
+    (gain 0: none)."""
     c = cfg.commands
-    return {"gain": float(c.integral_gain), "limit": float(c.integral_limit), "band": float(c.integral_band)}
+    return {"gain": float(c.integral_gain), "limit": float(c.integral_limit), "band": float(c.integral_band),
+            "yaw_gain": float(c.integral_yaw_gain), "yaw_limit": float(c.integral_yaw_limit),
+            "yaw_band": float(c.integral_yaw_band)}
 
 
 __all__ = ["due_on_timer", "integral_loop", "resample", "update_heading"]

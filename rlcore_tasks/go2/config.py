@@ -87,6 +87,12 @@ class CommandsCfg:
     # [m/s] an axis integrates only while |cmd - estimate| < integral_band (integral separation, the loop's anti-windup;
     # 0: always). Measured: README, "Integral action in the exported graph".
     integral_band: float = 0.2
+    # The same loop on the yaw-rate command, closed on the gyro (the policy's base_ang_vel z): cmd_yaw - gyro_z is
+    # integrated (|u_yaw| <= integral_yaw_limit, only while under integral_yaw_band), so a robot that turns slower or
+    # faster than commanded is trimmed onto it. 0: the planar loop only.
+    integral_yaw_gain: float = 0.0  # [1/s]
+    integral_yaw_limit: float = 0.3  # [rad/s]
+    integral_yaw_band: float = 0.3  # [rad/s]
 
 
 @dataclass

@@ -348,13 +348,16 @@ class Go2Env(VecEnv):
         return commands.integral_loop(self.cfg_task)
 
     def export_module(self, policy, command_integral_gain: float | None = None,
-                      command_integral_limit: float | None = None, command_integral_band: float | None = None):
+                      command_integral_limit: float | None = None, command_integral_band: float | None = None,
+                      command_integral_yaw_gain: float | None = None, command_integral_yaw_limit: float | None = None,
+                      command_integral_yaw_band: float | None = None):
         """The graph to export for ``policy`` (optional method of the task protocol, :mod:`rlcore.env.task`): the
         policy with its integral loop on the command (:func:`rlcore_tasks.go2.command_integral.integral_for`; the
         task's default when the gain is None), or None for the policy alone."""
         from rlcore_tasks.go2.command_integral import integral_for
 
-        return integral_for(policy, self, command_integral_gain, command_integral_limit, command_integral_band)
+        return integral_for(policy, self, command_integral_gain, command_integral_limit, command_integral_band,
+                            command_integral_yaw_gain, command_integral_yaw_limit, command_integral_yaw_band)
 
     def deployment_interface(self) -> dict:
         """How to run a policy of this task on a Go2, as plain JSON-able data (optional ``VecEnv`` method;

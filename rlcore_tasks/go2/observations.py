@@ -154,7 +154,7 @@ def observation_groups(cfg: Go2Cfg) -> dict[str, ObsGroup]:
                 noise=o.noise_gravity, bias=Read("imu_bias", 3, 6),
                 bias_amplitude=dr.imu_bias_gravity * dr.randomize_imu_bias),
         ObsTerm("velocity_commands", 3, Read("commands"),
-                "commanded vx, vy [{unit[0]}] (base frame), yaw rate [{unit[1]}]", ("m/s", "rad/s"),
+                "commanded vx, vy [{unit[0]}] (base frame), yaw rate [{unit[2]}]", ("m/s", "m/s", "rad/s"),
                 scale=list(o.command_scale)),
         ObsTerm("joint_pos", 12, Read("dof_pos"), "joint angles [{unit}] minus default_joint_pos", "rad",
                 scale=o.dof_pos_scale, offset=list(c.control.default_joint_pos), noise=o.noise_dof_pos,
@@ -341,12 +341,21 @@ def _scan_layout(group: ObsGroup, term: ObsTerm, cfg: Go2Cfg) -> dict:
     }
 
 
+def _units(term: ObsTerm) -> str | list[str]:
+    """A term's unit (``"1"``: dimensionless), or one per column when the term's columns differ."""
+    if isinstance(term.unit, tuple):
+        return [u or "1" for u in term.unit]
+    return term.unit or "1"
+
+
 def interface(groups: dict[str, ObsGroup], cfg: Go2Cfg) -> dict[str, dict]:
-    """The deployment metadata's ``observation_groups``: for a vector group its size, clip and terms (name,
-    ``start:stop``, scale, noise, quantity, offset where there is one, and in a group with sensor biases every
-    term's bias amplitude); for a grid its shape, scale, clip, noise and quantity, and its layout as fields
-    (:func:`_scan_layout`: points, measures, missing_value, training_perturbations). Noise and bias amplitudes
-    are in observation units and 0 with ``obs.add_noise`` off."""
+    """The deployment metadata's ``observation_groups`` (interface version 2, docs/deployment.md): for a vector group
+    its size, clip and terms (name, columns ``start:stop`` within the group, unit, quantity, scale, offset where
+    there is one: ``value = (quantity - offset) * scale``, and ``training_perturbations``: the uniform noise
+    amplitude added at every step and, in a group with sensor biases, the amplitude of the uniform offset drawn per
+    episode, both in observation units and 0 with ``obs.add_noise`` off; never applied at deployment); a history
+    group adds its frame order as fields; for a grid its shape, scale, clip and quantity, and its layout as fields
+    (:func:`_scan_layout`: points, measures, missing_value, training_perturbations)."""
     on = float(cfg.obs.add_noise)
     factor = cfg.obs.noise_level if cfg.obs.add_noise else 0.0
     out = {}
@@ -354,18 +363,19 @@ def interface(groups: dict[str, ObsGroup], cfg: Go2Cfg) -> dict[str, dict]:
         if group.shape is not None:
             (term,) = group.terms
             out[group.name] = {"shape": list(group.shape), "scale": term.scale, "clip": group.clip,
-                               "noise": term.noise_amplitude() * factor, "quantity": term.describe(),
-                               **_scan_layout(group, term, cfg)}
+                               "quantity": term.describe(), **_scan_layout(group, term, cfg)}
             continue
         biased = any(t.bias is not None for t in group.terms)
         terms = []
         for term, cols in zip(group.terms, group.slices().values()):
-            d = {"name": term.name, "start": cols.start, "stop": cols.stop, "scale": term.scale,
-                 "noise": term.noise_amplitude() * factor, "quantity": term.describe()}
+            d = {"name": term.name, "start": cols.start, "stop": cols.stop, "unit": _units(term),
+                 "quantity": term.describe(), "scale": term.scale}
             if term.has_offset():
                 d["offset"] = term.offset
+            perturbations = {"noise": term.noise_amplitude() * factor}
             if biased:
-                d["bias"] = float(term.bias_amplitude * term.scale * on) if term.bias is not None else 0.0
+                perturbations["bias"] = float(term.bias_amplitude * term.scale * on) if term.bias is not None else 0.0
+            d["training_perturbations"] = perturbations
             terms.append(d)
         if group.history_of is None:
             out[group.name] = {"size": group.size, "clip": group.clip, "terms": terms}
@@ -373,9 +383,10 @@ def interface(groups: dict[str, ObsGroup], cfg: Go2Cfg) -> dict[str, dict]:
         width = group.size
         out[group.name] = {
             "size": group.frames * width, "clip": group.clip, "history_of": group.history_of, "frames": group.frames,
-            "order": f"newest first: frame k (1..frames) is the {group.history_of} group the policy was given k "
-                     "steps ago",
-            "reset": f"at an episode's first step every frame is that step's {group.history_of} group",
+            "order": "newest_first", "lags": list(range(1, group.frames + 1)), "before_episode_start": "first_frame",
+            "summary": f"frame k holds the {group.history_of} group of lags[k-1] control steps before the current "
+                       f"one; frames from before the episode's first step hold that first step's {group.history_of} "
+                       "group (so at the first step every frame is the current group)",
             "terms": [{**t, "name": f"{t['name']}@t-{k}", "start": (k - 1) * width + t["start"],
                        "stop": (k - 1) * width + t["stop"]} for k in range(1, group.frames + 1) for t in terms]}
     return out

@@ -105,7 +105,7 @@ class Go2VariantEnv(Go2Env):
             if key in meta and meta[key] != mine[key]:
                 env.close()
                 raise ConfigError(f"its {key} {meta[key]} is not what this rlcore's Go2 task does ({mine[key]})")
-        fields = ("group", "name", "start", "stop", "scale", "offset")
+        fields = ("group", "name", "input_start", "input_stop", "scale", "offset")
         layout = obs_layout(list(meta["obs_groups"]), mine["observation_groups"]) or []
         theirs = [{k: t.get(k) for k in fields} for t in meta["obs_layout"]]
         ours = [{k: t.get(k) for k in fields} for t in layout]

@@ -148,8 +148,8 @@ def test_export_go2_onnx_is_verified(go2_exported):
     onnx_meta = read_onnx_interface(go2_exported["path"])
     assert onnx_meta["task"] == "go2" and onnx_meta["obs_groups"] == ["policy", "policy_history"]
     assert onnx_meta["recurrent_state"] == []
-    assert onnx_meta["kp"] == [30.0] * 12 and onnx_meta["command_ranges"]["lin_vel_y"] == [-0.5, 0.5]
-    assert onnx_meta["control_dt"] == pytest.approx(0.02) and onnx_meta["obs_layout"][-1]["stop"] == 270
+    assert onnx_meta["kp"] == [30.0] * 12 and onnx_meta["commands"]["ranges"]["lin_vel_y"] == [-0.5, 0.5]
+    assert onnx_meta["control_dt"] == pytest.approx(0.02) and onnx_meta["obs_layout"][-1]["input_stop"] == 270
 
 
 def test_play_go2_onnx_like_the_torch_policy(go2_exported, go2_played, go2_run):

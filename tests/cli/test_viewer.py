@@ -73,8 +73,8 @@ def test_backspace_resets_and_stops_other_keys_change_nothing():
 
 
 def test_ranges_come_from_the_interface_and_are_checked():
-    keys = KeyCommands.from_interface({"command_ranges": {"lin_vel_x": [0.5, 1.5], "lin_vel_y": [-0.2, 0.2],
-                                                          "ang_vel_yaw": [-2.0, 2.0], "heading": [-3, 3]}})
+    keys = KeyCommands.from_interface({"commands": {"ranges": {"lin_vel_x": [0.5, 1.5], "lin_vel_y": [-0.2, 0.2],
+                                                                "ang_vel_yaw": [-2.0, 2.0]}}})
     assert keys.command == [0.5, 0.0, 0.0]  # "stop" is the nearest value to 0 within each range
     assert keys.step == pytest.approx([0.1, 0.04, 0.4])
     keys.press(KEY_DOWN)

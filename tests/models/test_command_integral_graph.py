@@ -27,12 +27,14 @@ def go2_run(tiny_go2_run) -> dict:
     env.close()
 
 
-def integral_module(go2_run, gain: float = 2.0, limit: float = 0.3, band: float = 0.0):
+def integral_module(go2_run, gain: float = 2.0, limit: float = 0.3, band: float = 0.0, **yaw: float):
+    """The exported graph with these loop settings; ``yaw``: ``yaw_gain`` / ``yaw_limit`` / ``yaw_band`` (default:
+    the task's, no yaw axis)."""
     from rlcore.export import _command_integral_module
 
     return _command_integral_module(go2_run["policy"], go2_run["env"], {
         "format": "onnx", "command_integral_gain": gain, "command_integral_limit": limit,
-        "command_integral_band": band})
+        "command_integral_band": band, **{f"command_integral_{k}": v for k, v in yaw.items()}})
 
 
 def test_the_policy_sees_its_command_shifted_by_u_and_u_integrates_cmd_minus_estimate(go2_run):
@@ -63,6 +65,44 @@ def test_the_policy_sees_its_command_shifted_by_u_and_u_integrates_cmd_minus_est
     assert small.abs().max() <= 0.01 + 1e-7  # the limit bounds the correction
 
 
+def test_the_yaw_axis_shifts_the_yaw_command_and_integrates_cmd_minus_gyro(go2_run, tmp_path):
+    """``yaw_gain``: ``u`` has a third axis. The yaw-rate command columns (current and history frames) move by
+    ``u_yaw * 0.25`` (their scale), and ``u_yaw`` integrates ``cmd_yaw - gyro_z`` (both read from the observation,
+    unscaled by hand) within its band and limit; the planar axes are as before. The ONNX file carries it."""
+    import onnxruntime as ort
+
+    from rlcore.deployment import export_onnx, policy_metadata, read_onnx_interface
+
+    policy, env = go2_run["policy"], go2_run["env"]
+    module = integral_module(go2_run, gain=2.0, limit=0.3, band=0.0, yaw_gain=1.5, yaw_limit=0.2, yaw_band=0.5)
+    obs = env.get_observations()
+    obs["policy"][:, 8] = torch.tensor([1.0, -1.0, 0.2, 0.0]) * 0.25  # yaw commands [rad/s], scaled
+    obs["policy"][:, 2] = torch.tensor([0.8, -0.1, 0.1, 0.3]) * 0.25  # gyro z [rad/s], scaled
+    x = torch.cat([obs[g] for g in policy.obs_groups_1d], dim=-1)
+    u = torch.tensor([[0.1, -0.05, 0.1], [0.0, 0.0, -0.15], [-0.2, 0.3, 0.0], [0.25, 0.1, 0.05]])
+    actions, u_out = module(x, u.unsqueeze(0))
+    shifted = obs.clone()
+    shifted["policy"][:, 6:9] += u * torch.tensor([2.0, 2.0, 0.25])
+    for k in range(5):
+        shifted["policy_history"][:, 45 * k + 6:45 * k + 9] += u * torch.tensor([2.0, 2.0, 0.25])
+    with torch.no_grad():
+        eager = policy(shifted, stochastic_output=False)
+        estimate = policy.last_estimate[:, :2] / 2.0
+    torch.testing.assert_close(actions, eager, atol=1e-5, rtol=0)
+    error_yaw = torch.tensor([1.0 - 0.8, -1.0 + 0.1, 0.2 - 0.1, 0.0 - 0.3])  # cmd - gyro, by hand
+    yaw = (u[:, 2] + 1.5 * env.step_dt * error_yaw * (error_yaw.abs() < 0.5)).clamp(-0.2, 0.2)
+    planar = (u[:, :2] + 2.0 * env.step_dt * (obs["policy"][:, 6:8] / 2.0 - estimate)).clamp(-0.3, 0.3)
+    torch.testing.assert_close(u_out[0], torch.cat([planar, yaw[:, None]], dim=1), atol=1e-5, rtol=0)
+    assert u_out[0, 1, 2] == u[1, 2]  # |error| 0.9 is outside the band: the yaw axis holds
+    path = export_onnx(module, tmp_path / "yaw.onnx", metadata=policy_metadata(module, policy, env, "go2"))
+    loop = read_onnx_interface(path)["command_integral"]
+    assert loop["axes"] == ["lin_vel_x", "lin_vel_y", "ang_vel_yaw"] and loop["yaw_gain"] == 1.5
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    out = session.run(None, {"obs": x.numpy(), "u_in": u.unsqueeze(0).numpy()})
+    np.testing.assert_allclose(out[1][0], u_out[0].detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(out[0], actions.detach().numpy(), atol=1e-5)
+
+
 def test_the_band_integrates_an_axis_only_near_its_command(go2_run):
     """band=b: each axis of ``u`` integrates its error only where ``|cmd - estimate| < b`` (integral separation);
     errors at or over the band leave that axis of ``u`` as it was. Checked against the hand-computed law, on
@@ -84,7 +124,7 @@ def test_the_band_integrates_an_axis_only_near_its_command(go2_run):
     expected = (u + 2.0 * env.step_dt * torch.where(inside, error, 0.0)).clamp(-0.3, 0.3)
     torch.testing.assert_close(u_out, expected, atol=1e-5, rtol=0)
     assert torch.equal(u_out[~inside], u[~inside]) and (u_out[inside] != 0).all()
-    assert module.metadata()["band"] == band and "|e| < band" in module.metadata()["law"]
+    assert module.metadata()["band"] == band and module.metadata()["applied_in_graph"] is True
     assert integral_module(go2_run, band=0.0).metadata()["band"] == 0.0
     with pytest.raises(ConfigError, match="band >= 0"):
         integral_module(go2_run, band=-0.1)
@@ -141,7 +181,7 @@ def test_bad_requests_are_one_line(go2_run):
     with pytest.raises(UserError, match="use format=onnx"):
         _command_integral_module(go2_run["policy"], go2_run["env"], {
             "format": "jit", "command_integral_gain": 2.0, "command_integral_limit": 0.3})
-    layout = [{"name": "joint_pos", "start": 0, "stop": 12, "scale": 1.0}]
+    layout = [{"name": "joint_pos", "input_start": 0, "input_stop": 12, "scale": 1.0}]
     with pytest.raises(ConfigError, match="no 'velocity_commands' term; its terms: joint_pos"):
         command_integral_policy(go2_run["policy"], layout, 2.0, 2.0, 0.02, 0.3)
     with pytest.raises(ConfigError, match="must be > 0"):
@@ -170,7 +210,8 @@ def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustnes
     assert [i.name for i in session.get_inputs()] == ["obs", "u_in"]
     assert [o.name for o in session.get_outputs()] == ["actions", "u_out"]
     interface = read_onnx_interface(str(path))
-    assert interface["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 2]}]
+    assert interface["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 2],
+                                             "role": "command_integral", "initial": 0.0, "reset": "episode_start"}]
     assert interface["command_integral"]["gain"] == 3.0 and interface["command_integral"]["state"] == "u_in"
     # onnxruntime over a few steps equals the torch module, u fed back
     module = integral_module(go2_run, gain=3.0, limit=0.15, band=0.2)  # the file: gain 3, the task's limit and band

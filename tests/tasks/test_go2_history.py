@@ -109,7 +109,9 @@ def test_interface_describes_each_history_frame():
     jv1 = next(t for t in policy["terms"] if t["name"] == "joint_vel")
     assert (jv["start"], jv["stop"], jv["scale"]) == (W + jv1["start"], W + jv1["stop"], jv1["scale"])
     layout = obs_layout(["policy", "policy_history"], groups)
-    assert layout[-1]["stop"] == (L + 1) * W and layout[len(policy["terms"])]["start"] == W
+    assert layout[-1]["input_stop"] == (L + 1) * W and layout[len(policy["terms"])]["input_start"] == W
+    assert hist["order"] == "newest_first" and hist["lags"] == list(range(1, L + 1))
+    assert hist["before_episode_start"] == "first_frame"
     env.close()
 
 

@@ -96,7 +96,8 @@ def test_the_height_scan_metadata_is_the_grid_the_env_returns():
                  domain_rand={"num_variants": 1}, obs={"add_noise": False})
     meta = env.deployment_interface()["observation_groups"]["height_scan"]
     scan = env.get_observations()["height_scan"]
-    assert list(scan.shape[1:]) == meta["shape"] and meta["clip"] is None and meta["noise"] == 0.0
+    assert list(scan.shape[1:]) == meta["shape"] and meta["clip"] is None
+    assert meta["training_perturbations"]["noise"] == 0.0
     terrain = env.sim.heights(env.height_scan_points())
     target = env.cfg_task.rewards.base_height_target
     assert f"- {target}, -1, 1) [m]" in meta["quantity"]
@@ -144,12 +145,12 @@ def test_a_changed_noise_in_the_declaration_changes_observations_and_metadata(mo
     env = Go2Env(**KW)
     monkeypatch.setattr(observations, "observation_groups", _changed("joint_vel", noise=0.5))
     meta = {t["name"]: t for t in env.deployment_interface()["observation_groups"]["policy"]["terms"]}
-    assert meta["joint_vel"]["noise"] == pytest.approx(0.5 * meta["joint_vel"]["scale"])
-    assert meta["joint_pos"]["noise"] == 0.0
+    assert meta["joint_vel"]["training_perturbations"]["noise"] == pytest.approx(0.5 * meta["joint_vel"]["scale"])
+    assert meta["joint_pos"]["training_perturbations"]["noise"] == 0.0
     a, b = env.get_observations()["policy"], env.get_observations()["policy"]  # two draws of the noise
     cols = slice(meta["joint_vel"]["start"], meta["joint_vel"]["stop"])
     diff = (a[:, cols] - b[:, cols]).abs()
-    assert 0 < diff.max() <= 2 * meta["joint_vel"]["noise"] + 1e-6
+    assert 0 < diff.max() <= 2 * meta["joint_vel"]["training_perturbations"]["noise"] + 1e-6
     others = torch.ones(45, dtype=torch.bool)
     others[cols] = False
     assert torch.equal(a[:, others], b[:, others])
@@ -173,20 +174,26 @@ def test_every_term_states_its_unit():
 
 @pytest.mark.parametrize("name", ["go2_flat", "go2_flat_student"])
 def test_the_shipped_policies_layout_is_what_the_declaration_generates(name):
-    """The ONNX files in rlcore_tasks/go2/pretrained were exported before the declaration existed: the metadata the
-    task generates today for their configuration (conf/task/go2.yaml: 5 history frames) is theirs, key for key, less
-    the scan's layout fields added since (which only add keys: an older reader finds every key it knew)."""
+    """The metadata the task generates today for the shipped files' configuration (conf/task/go2.yaml: 5 history
+    frames) describes the groups their graphs read as the files do: every term's columns, scale, offset and training
+    perturbations (a version-1 file is read as version 2; a version-2 file also matches units and history fields)."""
     from rlcore_tasks.go2.pretrained import PRETRAINED
 
     meta = read_onnx_interface(PRETRAINED[name].path)
     env = Go2Env(num_envs=1, seed=0, sim={"threads": 1}, domain_rand={"num_variants": 1},
                  obs={"history_length": 5})
     generated = env.deployment_interface()["observation_groups"]
-    added = set(generated["height_scan"]) - set(meta["observation_groups"]["height_scan"])
-    assert added == {"points", "measures", "missing_value", "training_perturbations"}
-    generated["height_scan"] = {k: v for k, v in generated["height_scan"].items() if k not in added}
-    assert generated == meta["observation_groups"]
     env.close()
+    read = meta["obs_groups"]
+    fields = ("name", "start", "stop", "scale", "offset", "training_perturbations")
+    if "upgraded_from" not in meta:  # a version-2 file: the whole description, and nothing the graph does not read
+        assert set(meta["observation_groups"]) == set(read)
+        assert {g: generated[g] for g in read} == meta["observation_groups"]
+    for group in read:
+        ours, theirs = generated[group], meta["observation_groups"][group]
+        assert [{k: t.get(k) for k in fields} for t in ours["terms"]] == [
+            {k: t.get(k) for k in fields} for t in theirs["terms"]]
+        assert (ours["size"], ours["clip"], ours.get("lags")) == (theirs["size"], theirs["clip"], theirs.get("lags"))
 
 
 def test_the_mirror_tables_keep_every_term_in_its_columns():

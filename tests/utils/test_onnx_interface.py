@@ -71,9 +71,12 @@ def _check_go2_settings(meta: dict) -> None:
     assert meta["physics_dt"] == 0.005 and meta["decimation"] == 5
     assert meta["control_dt"] == pytest.approx(0.025, abs=1e-15)
     assert meta["solver"]["iterations"] == 7 and meta["solver"]["cone"] == "mjCONE_PYRAMIDAL"
-    ranges = meta["command_ranges"]
+    ranges = meta["commands"]["ranges"]
     assert ranges["lin_vel_x"] == [-1.0, 1.0] and ranges["lin_vel_y"] == [-0.5, 0.5]
-    assert ranges["ang_vel_yaw"] == [-1.5, 1.5] and ranges["heading_command"] is True
+    assert ranges["ang_vel_yaw"] == [-1.5, 1.5] and meta["commands"]["heading"]["in_training"] is True
+    assert meta["commands"]["heading"]["gain"] == 0.5 and meta["commands"]["zero_below"] == 0.2
+    assert meta["spawn"]["base_height"] == 0.34 and meta["spawn"]["previous_actions"] == 0.0
+    assert meta["interface_version"] == 2 and "upgraded_from" not in meta
     assert meta["version"] == rlcore.__version__ and meta["task"] == "go2"
     assert meta["normalizer"] == "in_graph"
 
@@ -119,7 +122,7 @@ def _rebuild(layout: list[dict], env, size: int, clip: dict[str, float | None]) 
         value = value * torch.tensor(term["scale"])
         if clip[term["group"]] is not None:
             value = value.clamp(-clip[term["group"]], clip[term["group"]])
-        out[:, term["start"]:term["stop"]] = value
+        out[:, term["input_start"]:term["input_stop"]] = value
     return out
 
 
@@ -130,7 +133,7 @@ def test_go2_mlp_interface_round_trips(tmp_path, env):
     assert meta["model"] == "MLPModel" and meta["obs_groups"] == ["policy"]
     assert meta["inputs"] == [{"name": "obs", "shape": ["batch", 45]}]
     assert meta["outputs"] == [{"name": "actions", "shape": ["batch", 12]}] and meta["recurrent_state"] == []
-    assert [(t["name"], t["start"], t["stop"]) for t in meta["obs_layout"]] == [
+    assert [(t["name"], t["input_start"], t["input_stop"]) for t in meta["obs_layout"]] == [
         ("base_ang_vel", 0, 3), ("projected_gravity", 3, 6), ("velocity_commands", 6, 9), ("joint_pos", 9, 21),
         ("joint_vel", 21, 33), ("last_actions", 33, 45)]
     scales = {t["name"]: t["scale"] for t in meta["obs_layout"]}
@@ -163,7 +166,7 @@ def test_go2_teacher_layout_spans_both_groups(tmp_path, env):
     _, meta = _export(tmp_path, policy, env)
     assert meta["obs_groups"] == ["policy", "privileged"] and meta["inputs"][0]["shape"] == ["batch", 92]
     layout = meta["obs_layout"]
-    assert [(t["group"], t["name"], t["start"], t["stop"]) for t in layout[6:]] == [
+    assert [(t["group"], t["name"], t["input_start"], t["input_stop"]) for t in layout[6:]] == [
         ("privileged", "base_lin_vel", 45, 48), ("privileged", "ground_friction", 48, 49),
         ("privileged", "added_base_mass", 49, 50), ("privileged", "motor_strength", 50, 51),
         ("privileged", "foot_forces", 51, 55), ("privileged", "push_velocity", 55, 57),
@@ -180,10 +183,12 @@ def test_go2_teacher_layout_spans_both_groups(tmp_path, env):
     expected = torch.cat([obs["policy"], obs["privileged"]], dim=1)
     # noise is on here: compare the noiseless privileged part exactly and the policy part within the noise
     torch.testing.assert_close(rebuilt[:, 45:], expected[:, 45:], rtol=1e-6, atol=1e-6)
-    noise = torch.cat([torch.full((t["stop"] - t["start"],), t["noise"]) for t in layout[:6]])
+    noise = torch.cat([torch.full((t["input_stop"] - t["input_start"],), t["training_perturbations"]["noise"])
+                       for t in layout[:6]])
     assert noise.tolist() == pytest.approx([0.2 * 0.3] * 3 + [0.05] * 3 + [0.0] * 3 + [0.01] * 12 + [1.5 * 0.06] * 12
                                            + [0.0] * 12)
-    bias = torch.cat([torch.full((t["stop"] - t["start"],), t["bias"]) for t in layout[:6]])  # per-episode offsets
+    bias = torch.cat([torch.full((t["input_stop"] - t["input_start"],), t["training_perturbations"]["bias"])
+                      for t in layout[:6]])  # per-episode offsets
     assert bias.tolist() == pytest.approx([0.05 * 0.3] * 3 + [0.02] * 3 + [0.0] * 3 + [0.02] * 12 + [0.0] * 24)
     assert ((rebuilt[:, :45] - expected[:, :45]).abs() <= (noise + bias) * 1.0001 + 1e-6).all()
 
@@ -195,8 +200,10 @@ def test_go2_rnn_interface_round_trips(tmp_path, env, rnn_type):
     _check_go2_settings(meta)
     names = ["h", "c"] if rnn_type == "lstm" else ["h"]
     assert meta["model"] == "RNNModel" and meta["rnn_type"] == rnn_type
-    assert meta["recurrent_state"] == [{"input": f"{n}_in", "output": f"{n}_out", "shape": [1, "batch", 16]}
-                                       for n in names]
+    roles = {"h": "rnn_hidden", "c": "rnn_cell"}
+    assert meta["recurrent_state"] == [{"input": f"{n}_in", "output": f"{n}_out", "shape": [1, "batch", 16],
+                                        "role": roles[n], "initial": 0.0, "reset": "episode_start"} for n in names]
+    assert list(meta["observation_groups"]) == ["policy"]  # only what the graph reads: no privileged, no history
     assert [i["name"] for i in meta["inputs"]] == ["obs", *(f"{n}_in" for n in names)]
     assert [o["name"] for o in meta["outputs"]] == ["actions", *(f"{n}_out" for n in names)]
     # the file's real inputs agree with what the metadata says
@@ -215,7 +222,7 @@ def test_policy_without_task_interface_still_exports(tmp_path):
         step_dt = 0.05
 
     path, meta = _export(tmp_path, policy, Plain(), task="pendulum")
-    assert meta == {"version": rlcore.__version__, "task": "pendulum", "model": "MLPModel",
+    assert meta == {"interface_version": 2, "version": rlcore.__version__, "task": "pendulum", "model": "MLPModel",
                     "inputs": [{"name": "obs", "shape": ["batch", 3]}],
                     "outputs": [{"name": "actions", "shape": ["batch", 1]}],
                     "obs_groups": ["state"], "recurrent_state": [], "normalizer": None, "control_dt": 0.05}
@@ -239,8 +246,58 @@ def test_metadata_is_json_per_key_and_rewriting_keeps_foreign_entries(tmp_path):
     write_onnx_metadata(path, {"c": "new"})
     props = {p.key: p.value for p in onnx.load(path).metadata_props}
     assert props == {"vendor": "kept", METADATA_PREFIX + "c": json.dumps("new")}
-    assert read_onnx_interface(path) == {"c": "new"}
+    assert read_onnx_interface(path, raw=True) == {"c": "new"}
     write_onnx_metadata(path, {"gains": np.array([20.0, 0.5]), "dt": np.float32(0.25), "n": torch.tensor(3)})
-    assert read_onnx_interface(path) == {"gains": [20.0, 0.5], "dt": 0.25, "n": 3}
+    assert read_onnx_interface(path, raw=True) == {"gains": [20.0, 0.5], "dt": 0.25, "n": 3}
     with pytest.raises(ValueError):
         write_onnx_metadata(path, {"bad": float("nan")})
+
+
+def test_export_validates_the_interface_against_its_schema(tmp_path, env):
+    """A written interface follows the JSON Schema; what version 1 left to prose is refused in one line."""
+    import jsonschema
+
+    from rlcore.deployment import SCHEMA_PATH, InterfaceError, validate_interface
+
+    policy = _go2_policy(env, "lstm", ["policy"])
+    module = policy.as_onnx()
+    meta = policy_metadata(module, policy, env, "go2")
+    with open(SCHEMA_PATH) as f:
+        jsonschema.Draft202012Validator.check_schema(json.load(f))  # the schema itself is valid JSON Schema
+    validate_interface(meta)
+    broken = json.loads(json.dumps(meta))
+    broken["recurrent_state"][0].pop("initial")  # no initial value for h_in
+    with pytest.raises(InterfaceError, match=r"recurrent_state/0: 'initial' is a required property"):
+        export_onnx(module, tmp_path / "bad.onnx", metadata=broken)
+    prose = json.loads(json.dumps(meta))
+    prose["observation_groups"]["policy"]["terms"][0]["noise"] = 0.05  # version 1's ambiguous key
+    with pytest.raises(InterfaceError, match="observation_groups/policy"):
+        validate_interface(prose)
+    history = json.loads(json.dumps(meta))
+    history["observation_groups"]["policy"]["order"] = "newest first: ..."
+    with pytest.raises(InterfaceError):
+        validate_interface(history)
+
+
+def test_version_1_files_read_as_version_2():
+    """The shipped files were exported before version 2: read back, they carry version 2's fields."""
+    from rlcore.deployment import upgrade_interface
+    from rlcore.env.task import find_pretrained
+
+    path = find_pretrained("go2_flat").path
+    raw = read_onnx_interface(path, raw=True)
+    if raw.get("interface_version") == 2:
+        pytest.skip("the shipped go2_flat is already a version-2 file")
+    assert "command_ranges" in raw and "law" in raw["command_integral"]
+    meta = read_onnx_interface(path)
+    assert meta["upgraded_from"] == 1 and meta == upgrade_interface(raw) and upgrade_interface(meta) is meta
+    assert meta["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 2],
+                                        "role": "command_integral", "initial": 0.0, "reset": "episode_start"}]
+    loop = meta["command_integral"]
+    assert "law" not in loop and loop["applied_in_graph"] is True and loop["estimate_scale"] == 2.0
+    assert meta["commands"]["ranges"]["lin_vel_y"] == [-0.5, 0.5] and meta["commands"]["zero_below"] == 0.2
+    history = meta["observation_groups"]["policy_history"]
+    assert history["order"] == "newest_first" and history["lags"] == [1, 2, 3, 4, 5]
+    layout = {t["name"]: t for t in meta["obs_layout"]}
+    assert (layout["joint_pos@t-1"]["input_start"], layout["joint_pos@t-1"]["input_stop"]) == (45 + 9, 45 + 21)
+    assert layout["base_ang_vel"]["training_perturbations"] == {"noise": 0.05, "bias": 0.0125}
