@@ -356,11 +356,11 @@ class ExportCfg:
     command_integral_limit: Optional[float] = None  # [m/s] per axis (null: the task's, else 0.3)
     # [m/s] an axis integrates only while |cmd - estimate| < band: anti-windup (null: the task's, else 0 = always)
     command_integral_band: Optional[float] = None
-    # The loop's yaw axis, closed on the gyro: [1/s], [rad/s], [rad/s] (null: the task's; task=go2:
-    # commands.integral_yaw_gain / _limit / _band; gain 0: none)
-    command_integral_yaw_gain: Optional[float] = None
-    command_integral_yaw_limit: Optional[float] = None
-    command_integral_yaw_band: Optional[float] = None
+    # The loop's yaw axis, closed on the gyro (u_yaw += gain * dt * (cmd_yaw - gyro_z)); null: the task's (task=go2:
+    # commands.integral_yaw_gain / _limit / _band)
+    command_integral_yaw_gain: Optional[float] = None  # [1/s] (0: no yaw axis)
+    command_integral_yaw_limit: Optional[float] = None  # [rad/s] bound on u_yaw
+    command_integral_yaw_band: Optional[float] = None  # [rad/s] integrates only while |cmd_yaw - gyro_z| < band
 
 
 # ============================================================================ the defaults, as others read them

@@ -212,8 +212,10 @@ def test_go2_rnn_exports_with_parity(tmp_path_factory):
 
     onnx_meta = read_onnx_interface(run / "exported" / "policy.onnx")
     assert onnx_meta["rnn_type"] == "lstm" and onnx_meta["recurrent_state"] == [
-        {"input": "h_in", "output": "h_out", "shape": [1, "batch", 16]},
-        {"input": "c_in", "output": "c_out", "shape": [1, "batch", 16]}]
+        {"input": "h_in", "output": "h_out", "shape": [1, "batch", 16], "role": "rnn_hidden", "initial": 0.0,
+         "reset": "episode_start"},
+        {"input": "c_in", "output": "c_out", "shape": [1, "batch", 16], "role": "rnn_cell", "initial": 0.0,
+         "reset": "episode_start"}]
     assert meta["verification"]["passed"] and meta["verification"]["max_abs_diff"] <= 1e-5
 
     # independently: onnxruntime with the state fed back vs the eager LSTM policy over a sequence

@@ -25,6 +25,8 @@ from rlcore.play import play
 from rlcore.robustness import evaluate
 from rlcore_tasks.go2.pretrained import PRETRAINED
 
+pytestmark = pytest.mark.slow  # closed loops in MuJoCo, seconds each
+
 DATA = Path(__file__).parent / "data"
 
 

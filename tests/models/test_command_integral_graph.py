@@ -29,9 +29,10 @@ def go2_run(tiny_go2_run) -> dict:
 
 def integral_module(go2_run, gain: float = 2.0, limit: float = 0.3, band: float = 0.0, **yaw: float):
     """The exported graph with these loop settings; ``yaw``: ``yaw_gain`` / ``yaw_limit`` / ``yaw_band`` (default:
-    the task's, no yaw axis)."""
+    no yaw axis)."""
     from rlcore.export import _command_integral_module
 
+    yaw.setdefault("yaw_gain", 0.0)
     return _command_integral_module(go2_run["policy"], go2_run["env"], {
         "format": "onnx", "command_integral_gain": gain, "command_integral_limit": limit,
         "command_integral_band": band, **{f"command_integral_{k}": v for k, v in yaw.items()}})
@@ -149,7 +150,7 @@ def test_a_recurrent_policy_carries_the_loop_after_its_memory(go2_run, rnn_type)
     for frame in frames:
         frame["policy"] += 0.3 * torch.randn(frame["policy"].shape, generator=gen)
     model.update_normalization(torch.stack(frames))  # a normaliser that is not the identity
-    module = integral_for(model, env, gain=2.0, limit=0.3, band=0.0)
+    module = integral_for(model, env, gain=2.0, limit=0.3, band=0.0, yaw_gain=0.0)
     memory = ["h", "c"] if rnn_type == "lstm" else ["h"]
     assert module.input_names == ["obs", *(f"{m}_in" for m in memory), "u_in"]
     assert module.output_names == ["actions", *(f"{m}_out" for m in memory), "u_out"]
@@ -210,14 +211,16 @@ def test_export_writes_u_as_a_recurrent_state_that_onnxruntime_and_the_robustnes
     assert [i.name for i in session.get_inputs()] == ["obs", "u_in"]
     assert [o.name for o in session.get_outputs()] == ["actions", "u_out"]
     interface = read_onnx_interface(str(path))
-    assert interface["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 2],
+    assert interface["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 3],
                                              "role": "command_integral", "initial": 0.0, "reset": "episode_start"}]
+    assert interface["command_integral"]["axes"] == ["lin_vel_x", "lin_vel_y", "ang_vel_yaw"]  # the task's yaw axis
     assert interface["command_integral"]["gain"] == 3.0 and interface["command_integral"]["state"] == "u_in"
     # onnxruntime over a few steps equals the torch module, u fed back
-    module = integral_module(go2_run, gain=3.0, limit=0.15, band=0.2)  # the file: gain 3, the task's limit and band
+    module = integral_module(go2_run, gain=3.0, limit=0.15, band=0.2, yaw_gain=2.0, yaw_limit=0.5,
+                             yaw_band=0.5)  # the file: gain 3, the task's limit, band and yaw axis
     groups = go2_run["env"].get_observations()
     obs = torch.cat([groups[g] for g in go2_run["policy"].obs_groups_1d], dim=-1).numpy()  # [4, 270], the task's
-    u_onnx, u_torch = np.zeros((1, 4, 2), np.float32), torch.zeros(1, 4, 2)
+    u_onnx, u_torch = np.zeros((1, 4, 3), np.float32), torch.zeros(1, 4, 3)
     for _ in range(4):
         a_onnx, u_onnx = session.run(None, {"obs": obs, "u_in": u_onnx})
         a_torch, u_torch = module(torch.from_numpy(obs), u_torch)

@@ -26,6 +26,8 @@ from rlcore_tasks.go2.env import Go2Env
 from rlcore_tasks.go2.pretrained import PRETRAINED
 from rlcore_tasks.go2.variants import overrides_from_interface
 
+pytestmark = pytest.mark.slow  # closed loops in MuJoCo, seconds each
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "deploy_go2_mujoco.py"
 SCENE = ROOT / "rlcore_tasks" / "go2" / "assets" / "scene.xml"
