@@ -23,6 +23,8 @@ import mujoco
 import numpy as np
 import onnxruntime as ort
 
+F32 = np.float32
+
 
 def read_interface(path: str) -> dict:
     """The ``rlcore.*`` metadata of an ONNX file, decoded; only interface version 2 is understood."""
@@ -56,7 +58,8 @@ class Policy:
 class Observer:
     """Builds the ``obs`` input: the groups of ``obs_groups`` in order, each term ``(quantity - offset) * scale``,
     each group clipped to +-clip; a history group holds past frames of its source group at ``lags`` steps, newest
-    first, frames from before the episode's first step being that step's. Training perturbations are not applied."""
+    first, frames from before the episode's first step being that step's. Training perturbations are not applied.
+    The arithmetic is float32, as in training (float64 drifts from it by about 1e-7 a step)."""
 
     def __init__(self, meta: dict) -> None:
         self.groups = [(name, meta["observation_groups"][name]) for name in meta["obs_groups"]]
@@ -70,10 +73,10 @@ class Observer:
         for name, group in self.groups:
             if "history_of" in group:
                 continue
-            value = [(np.asarray(quantities[t["name"]], np.float64) - np.asarray(t.get("offset", 0.0)))
-                     * np.asarray(t["scale"]) for t in group["terms"]]
+            value = [(np.asarray(quantities[t["name"]], F32) - np.asarray(t.get("offset", 0.0), F32))
+                     * np.asarray(t["scale"], F32) for t in group["terms"]]
             clip = group["clip"] if group["clip"] is not None else np.inf
-            frames[name] = np.clip(np.concatenate(value), -clip, clip).astype(np.float32)
+            frames[name] = np.clip(np.concatenate(value), -clip, clip).astype(F32)
         for name, group in self.groups:
             source = group.get("history_of")
             if source is None:
@@ -102,7 +105,7 @@ class Robot:
         self.qadr, self.dadr = [int(j.qposadr[0]) for j in joints], [int(j.dofadr[0]) for j in joints]
         self.default = np.array(meta["default_joint_pos"])
         self.kp, self.kd, self.limit = (np.array(meta[k]) for k in ("kp", "kd", "torque_limits"))
-        self.actions = np.zeros(len(joints))
+        self.actions = np.zeros(len(joints), F32)
 
     def spawn(self) -> None:
         """The episode's first state (``spawn``): base upright at its height, joints at the default pose, at rest."""
@@ -111,21 +114,23 @@ class Robot:
         d.qpos[:3], d.qpos[3:7] = [0.0, 0.0, s["base_height"]], s["base_quat_wxyz"]
         d.qpos[self.qadr] = self.default if s["joint_pos"] == "default_joint_pos" else s["joint_pos"]
         d.qvel[:] = 0.0
-        self.actions = np.full(len(self.qadr), s["previous_actions"], np.float64)
+        self.actions = np.full(len(self.qadr), s["previous_actions"], F32)
         mujoco.mj_forward(self.model, d)
 
     def quantities(self, command: np.ndarray) -> dict[str, np.ndarray]:
         """What each observation term measures (units as the file states), by term name."""
-        d = self.data
-        return {"base_ang_vel": d.qvel[3:6].copy(), "projected_gravity": self.base_frame().T @ [0.0, 0.0, -1.0],
+        d, gravity = self.data, np.array([0.0, 0.0, -1.0], F32)
+        w, xyz = d.qpos[3].astype(F32), d.qpos[4:7].astype(F32)
+        twice = 2.0 * np.cross(xyz, gravity)  # gravity rotated into the base frame by the inverse quaternion
+        return {"base_ang_vel": d.qvel[3:6].copy(), "projected_gravity": gravity - w * twice + np.cross(xyz, twice),
                 "velocity_commands": command, "joint_pos": d.qpos[self.qadr], "joint_vel": d.qvel[self.dadr],
                 "last_actions": self.actions}
 
     def apply(self, actions: np.ndarray) -> None:
         """``action_law`` (joint_position_pd): hold the target for ``decimation`` physics steps, PD torque each step."""
         clip = self.meta["action_clip"]
-        self.actions = np.clip(actions.astype(np.float64), -clip, clip)
-        target = self.default + self.meta["action_scale"] * self.actions
+        self.actions = np.clip(actions.astype(F32), -clip, clip)
+        target = (self.default.astype(F32) + F32(self.meta["action_scale"]) * self.actions).astype(np.float64)
         for _ in range(self.meta["decimation"]):
             q, qd = self.data.qpos[self.qadr], self.data.qvel[self.dadr]
             self.data.qfrc_applied[self.dadr] = np.clip(self.kp * (target - q) - self.kd * qd, -self.limit, self.limit)

@@ -58,6 +58,7 @@ class Pretrained:
     summary: str  # what the policy is
     command: str  # the commands that reproduce it (training, then export)
     robustness: str  # ``python -m rlcore.robustness`` on the file: its last line's figures
+    yaw: str = ""  # the same run's yaw figures: reached/commanded yaw rate on the held yaw commands, steps' rise times
 
 
 @dataclass(frozen=True)
