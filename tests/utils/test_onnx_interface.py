@@ -280,15 +280,14 @@ def test_export_validates_the_interface_against_its_schema(tmp_path, env):
 
 
 def test_version_1_files_read_as_version_2():
-    """The shipped files were exported before version 2: read back, they carry version 2's fields."""
-    from rlcore.deployment import upgrade_interface
-    from rlcore.env.task import find_pretrained
+    """A file exported before version 2, read back, carries version 2's fields."""
+    from pathlib import Path
 
-    path = find_pretrained("go2_flat").path
+    from rlcore.deployment import upgrade_interface
+
+    path = Path(__file__).parents[1] / "compat" / "data" / "go2_flat_v1.onnx"  # go2_flat as shipped on 2026-12-05
     raw = read_onnx_interface(path, raw=True)
-    if raw.get("interface_version") == 2:
-        pytest.skip("the shipped go2_flat is already a version-2 file")
-    assert "command_ranges" in raw and "law" in raw["command_integral"]
+    assert "interface_version" not in raw and "command_ranges" in raw and "law" in raw["command_integral"]
     meta = read_onnx_interface(path)
     assert meta["upgraded_from"] == 1 and meta == upgrade_interface(raw) and upgrade_interface(meta) is meta
     assert meta["recurrent_state"] == [{"input": "u_in", "output": "u_out", "shape": [1, "batch", 2],
