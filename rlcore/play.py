@@ -31,7 +31,17 @@ import torch
 
 from rlcore.checkpoint.io import seed_everything
 from rlcore.checkpoint.run_files import RunInfo, load_run, make_run_env, make_run_policy
-from rlcore.config.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
+from rlcore.config.cli import (
+    UserError,
+    check_counts,
+    check_device,
+    complete_args,
+    merge_settings,
+    parse_key_values,
+    split_env_overrides,
+    usage,
+    user_errors,
+)
 from rlcore.config.schema import PlayCfg
 from rlcore.deployment import STATE_INPUTS, read_onnx_interface
 from rlcore.env.task import find_pretrained, get_task, shipped_policies, tasks_with
@@ -182,9 +192,10 @@ def _scalar(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def play(args: dict) -> dict:
+def play(args: dict, env_overrides: dict | None = None) -> dict:
     """Run ``args`` (keys of :class:`~rlcore.config.schema.PlayCfg`; the others take their defaults); returns
-    what was printed as data."""
+    what was printed as data. ``env_overrides``: task settings merged over the policy's (``task.env.*`` on the
+    command line, e.g. ``task.env.sim.backend=warp``)."""
     args = complete_args(args, PlayCfg, "play")
     episodes = _check_args(args)
     device = check_device(args["device"])
@@ -192,6 +203,8 @@ def play(args: dict) -> dict:
         torch.set_num_threads(int(args["threads"]))
     seed_everything(int(args["seed"]))  # tasks that draw from the global generators replay the same way
     source = policy_source(args, device)
+    if env_overrides:
+        source.info.task["env"] = merge_settings(source.info.task.get("env") or {}, env_overrides)
     if args.get("viewer"):
         return view(source, args, device)
     info = source.info
@@ -396,7 +409,8 @@ def main(argv: list[str] | None = None) -> None:
         print(usage("play", PlayCfg, SUMMARY))
         return
     with user_errors():
-        play(parse_key_values(argv, PlayCfg, "play"))
+        argv, env_overrides = split_env_overrides(argv, "play")
+        play(parse_key_values(argv, PlayCfg, "play"), env_overrides)
 
 
 if __name__ == "__main__":

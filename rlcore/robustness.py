@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlcore.config.cli import UserError, check_counts, parse_key_values, usage, user_errors
+from rlcore.config.cli import UserError, check_counts, parse_key_values, split_env_overrides, usage, user_errors
 from rlcore.env.task import RobustnessSuite, find_pretrained, get_task, shipped_policies, tasks_with
 from rlcore.errors import ConfigError
 
@@ -160,7 +160,7 @@ def select_variants(names: Sequence[str], grid: Sequence) -> list:
 def evaluate(policy: str, variants: Sequence | None = None, commands: Sequence[tuple] | None = None, settle_s: float = 1.0,
              measure_s: float = 5.0, threads: int | None = None, solver_iterations: int | None = None,
              table: str = "full", action_noise: float = 0.0, repeats: int = 1, seed: int = 0,
-             out: Callable[[str], None] = print) -> dict:
+             env_overrides: dict | None = None, out: Callable[[str], None] = print) -> dict:
     """Run the robustness grid on an exported policy; print the tables and the summary line; return the results.
 
     Args:
@@ -182,6 +182,8 @@ def evaluate(policy: str, variants: Sequence | None = None, commands: Sequence[t
         repeats: run every case this many times (cases named ``<command>#<k>``; the falls count over all of them),
             each with its own noise draws.
         seed: seed of the noise (the same seed: the same draws).
+        env_overrides: task settings merged over those the file implies (``task.env.*`` on the command line, e.g.
+            ``{"sim": {"backend": "warp"}}``: the grid on another physics backend).
         out: where lines go.
 
     Returns:
@@ -216,7 +218,7 @@ def evaluate(policy: str, variants: Sequence | None = None, commands: Sequence[t
     settle, measured = round(settle_s / control_dt), max(1, round(measure_s / control_dt))
     lead = int(_lead_steps(commands, control_dt).max())
     env = _grid_env(suite, path, meta, len(variants) * len(commands), (lead + settle + measured + 50) * control_dt,
-                    threads, solver_iterations)
+                    threads, solver_iterations, env_overrides)
     noise = (float(action_noise), np.random.default_rng(seed)) if action_noise > 0 else None
     run = _run_grid(env, path, meta, variants, commands, settle, measured, noise)
     result = {"policy": path, **_summarise(run, variants, commands, suite.describe)}
@@ -249,11 +251,13 @@ def _lead_steps(commands: Sequence[tuple], control_dt: float) -> np.ndarray:
 
 
 def _grid_env(suite: RobustnessSuite, path: str, meta: dict, n: int, episode_s: float, threads: int | None,
-              solver_iterations: int | None):
+              solver_iterations: int | None, env_overrides: dict | None = None):
     """The task as ``meta`` (the file's interface) describes it, with ``n`` envs (``suite.make_env``); a UserError
     when the task cannot be that (another robot or observation layout)."""
     try:
-        return suite.make_env(meta, n, episode_s=episode_s, threads=threads, solver_iterations=solver_iterations)
+        extra = {"overrides": env_overrides} if env_overrides else {}
+        return suite.make_env(meta, n, episode_s=episode_s, threads=threads, solver_iterations=solver_iterations,
+                              **extra)
     except ConfigError as err:  # the file describes another robot or layout than this task (not a bug here)
         raise UserError(f"{path}: {' '.join(str(err).split())[:300]}; re-export it with this rlcore.") from None
 
@@ -591,6 +595,7 @@ def main(argv: list[str] | None = None) -> None:
         # variants=nominal means variants=[nominal] (one name, or names separated by commas)
         argv = [f"variants=[{a.split('=', 1)[1]}]" if a.startswith("variants=") and not a.startswith("variants=[")
                 else a for a in argv]
+        argv, env_overrides = split_env_overrides(argv, "robustness")  # task.env.sim.backend=warp, ...
         args = parse_key_values(argv, RobustnessCfg, "robustness")
         if not args["policy"]:
             raise UserError("robustness needs a policy: python -m rlcore.robustness policy=<policy.onnx | run dir | "
@@ -601,7 +606,8 @@ def main(argv: list[str] | None = None) -> None:
         evaluate(args["policy"], list(args["variants"]) or None, settle_s=float(args["settle_s"]),
                  measure_s=float(args["measure_s"]), threads=args["threads"],
                  solver_iterations=args["solver_iterations"], table=args["table"],
-                 action_noise=float(args["action_noise"]), repeats=int(args["repeats"]), seed=int(args["seed"]))
+                 action_noise=float(args["action_noise"]), repeats=int(args["repeats"]), seed=int(args["seed"]),
+                 env_overrides=env_overrides)
 
 
 if __name__ == "__main__":

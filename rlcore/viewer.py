@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from rlcore.checkpoint.run_files import make_run_env
+from rlcore.config.cli import merge_settings
 from rlcore.env.task import get_task, tasks_with
 from rlcore.errors import ConfigError
 from rlcore.logging.video import control_period
@@ -141,13 +142,6 @@ def check_viewer_env(env, task: str) -> None:
                           f"with velocity commands: {', '.join(tasks_with('viewer_env'))}.")
 
 
-def _merged(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        out[key] = _merged(out.get(key) or {}, value) if isinstance(value, dict) else value
-    return out
-
-
 def make_viewer_env(info, device: str, seed: int):
     """The checkpoint's task (a :class:`~rlcore.checkpoint.run_files.RunInfo`) as one env for the viewer (see module doc)."""
     task = str(info.task["name"])
@@ -156,7 +150,7 @@ def make_viewer_env(info, device: str, seed: int):
         raise ConfigError(f"viewer=true: task {task} is not a velocity-command task (its TaskSpec gives no viewer_env); "
                           f"the viewer drives MuJoCo tasks with velocity commands: {', '.join(tasks_with('viewer_env'))}.")
     viewer_info = copy.copy(info)
-    viewer_info.task = {**info.task, "env": _merged(dict(info.task.get("env") or {}), dict(settings))}
+    viewer_info.task = {**info.task, "env": merge_settings(copy.deepcopy(dict(info.task.get("env") or {})), dict(settings))}
     try:
         env = make_run_env(viewer_info, 1, device, seed)
     except (ConfigError, TypeError) as err:  # a task without these settings cannot be driven by velocity commands

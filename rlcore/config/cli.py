@@ -251,6 +251,30 @@ def parse_key_values(argv: Sequence[str], schema: type, command: str) -> dict:
     return _typed(schema, OmegaConf.from_dotlist(dotlist), command)
 
 
+def split_env_overrides(argv: Sequence[str], command: str) -> tuple[list[str], dict]:
+    """Pull ``task.env.<path>=<value>`` arguments (the train CLI's spelling of a task setting) out of ``argv``:
+    returns the other arguments and the settings as a nested dict (``{"sim": {"backend": "warp"}}``), values parsed
+    as YAML."""
+    rest, dotlist = [], []
+    for arg in argv:
+        key, sep, _ = arg.lstrip("+").partition("=")
+        if key.startswith("task.env."):
+            if not sep or key == "task.env.":
+                raise UserError(f"{command}: expected task.env.<setting>=<value>, got '{arg}'.")
+            dotlist.append(arg.lstrip("+").removeprefix("task.env."))
+        else:
+            rest.append(arg)
+    return rest, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)) if dotlist else {}
+
+
+def merge_settings(base: dict, overrides: dict) -> dict:
+    """``base`` with ``overrides`` merged in, nested dicts key by key (neither is modified)."""
+    out = dict(base)
+    for key, value in overrides.items():
+        out[key] = merge_settings(out.get(key) or {}, value) if isinstance(value, dict) else value
+    return out
+
+
 def usage(command: str, schema: type, summary: str) -> str:
     """A ``--help`` text listing the keys of ``schema`` with their defaults."""
     lines = [f"usage: python -m rlcore.{command} key=value ...", "", summary, "", "keys (default):"]

@@ -29,6 +29,13 @@ class SimCfg:
     # with the default of 1 the soft pyramidal friction lets standing feet creep outward (the splits).
     impratio: float = 100.0
     threads: int | None = None  # MuJoCo rollout threads (None: all available cores)
+    # The physics engine (rlcore_tasks/go2/sim_interface.py): "rollout" (MuJoCo's threaded rollout on the CPU, float64)
+    # or "warp" (MuJoCo Warp on the task's device, float32; pip install 'rlcore[warp]'; docs/go2.md: "Backends").
+    backend: str = "rollout"
+    # MuJoCo Warp's buffers per world: contacts and constraint rows (None: MuJoCo Warp's defaults for the model);
+    # raise them where it warns of an overflow (rough terrain with many contacts).
+    warp_nconmax: int | None = None
+    warp_njmax: int | None = None
     # Frames of render() (videos): "fast" draws without multisampling or reflections (floor, sky and the robot's
     # shadow as in "full"), ~50 ms a 640x480 frame in software OpenGL (a CPU machine; 17 ms before the shadow and the
     # floor's texture were drawn) against ~110 ms for "full" (4x multisampling), which keeps runner.video_interval
@@ -66,9 +73,10 @@ class CommandsCfg:
     # sampled yaw rate until the next resample. Under heading control a yaw rate near the range's end lasts only
     # while the heading error is large (it decays as the robot turns), so turning at a held rate (a probe command
     # of rlcore.robustness, and what a joystick asks) is rare in training. Isaac Lab: rel_heading_envs.
-    # Measured (seed 1, task=go2, 370 iterations): 0.5 made the robustness grid worse: nominal_err
-    # 0.077-0.098 over checkpoints 300-369 against 0.067-0.077 for the default re-run the same day, so the default
-    # keeps heading control (README: 'From training to a deployable policy').
+    # Measured (seed 1, task=go2, 370 iterations, 2026-12-04): 0.5 made the robustness grid worse: nominal_err
+    # 0.077-0.098 over checkpoints 300-369 against 0.067-0.077 for heading control re-run the same day. task=go2 sets
+    # 0.75 since 2026-12-07 (conf/task/go2.yaml; docs/results/2026-12-07-go2-yaw-commands.md: with the yaw axis of
+    # the integral loop every variant then reaches 0.92-1.04 of a held yaw command).
     heading_fraction: float = 1.0
     lin_vel_x: list[float] = field(default_factory=lambda: [-1.0, 1.0])
     lin_vel_y: list[float] = field(default_factory=lambda: [-1.0, 1.0])

@@ -4,9 +4,10 @@ Physics sits behind :class:`~rlcore_tasks.go2.sim_interface.Simulator`, a protoc
 the task device: state views (base pose and velocity, joints, actuator torques, contact forces), ``step``
 towards PD targets, ``reset`` of selected envs, ``push``, model variants, ground ``heights``, ``unstable`` flags.
 This module and the MDP's pieces use only those members (``render`` and ``deployment_interface`` through the
-protocol's ``render`` and ``solver_options``). The backend is :attr:`Go2Env.sim_class`:
-:class:`~rlcore_tasks.go2.sim.Go2Sim` (MuJoCo's threaded rollout on the CPU, all envs in one C call per control step) by
-default; a GPU backend (MuJoCo Warp) would be another class with the same members. Everything else, the MDP, is
+protocol's ``render`` and ``solver_options``). The backend is config ``sim.backend`` (:func:`simulator_class`):
+``rollout``, :class:`~rlcore_tasks.go2.sim.Go2Sim` (MuJoCo's threaded rollout on the CPU, all envs in one C call per
+control step), the default, or ``warp``, :class:`~rlcore_tasks.go2.sim_warp.WarpSim` (MuJoCo Warp on the task's
+device); :attr:`Go2Env.sim_class` overrides it. Everything else, the MDP, is
 vectorised torch over the state tensors. This module is the MDP loop (:meth:`Go2Env.step`); its pieces live in
 modules of their own:
 
@@ -33,6 +34,7 @@ State tensors the reward terms read: ``base_pos``, ``base_quat`` (w, x, y, z), `
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from typing import ClassVar
 
@@ -45,9 +47,21 @@ from rlcore_tasks.go2 import checkpoint, commands, curriculum, deployment, obser
 from rlcore_tasks.go2.config import Go2Cfg, make_config
 from rlcore_tasks.go2.geometry import quat_rotate_inverse, wrap_to_pi, yaw_of
 from rlcore_tasks.go2.rewards import REWARD_TERMS
-from rlcore_tasks.go2.sim import JOINT_NAMES, Go2Sim
+from rlcore_tasks.go2.sim import JOINT_NAMES
 from rlcore_tasks.go2.sim_interface import Simulator
 from rlcore_tasks.go2.terrain import Terrain, scan_points
+
+#: ``sim.backend`` choices: the module and class of each.
+SIM_BACKENDS = {"rollout": ("rlcore_tasks.go2.sim", "Go2Sim"), "warp": ("rlcore_tasks.go2.sim_warp", "WarpSim")}
+
+
+def simulator_class(backend: str) -> type[Simulator]:
+    """The :class:`~rlcore_tasks.go2.sim_interface.Simulator` class of config ``sim.backend`` (imported on demand:
+    the Warp backend's packages are an extra)."""
+    if backend not in SIM_BACKENDS:
+        raise ConfigError(f"go2.sim.backend: {backend!r}; use one of {sorted(SIM_BACKENDS)}")
+    module, name = SIM_BACKENDS[backend]
+    return getattr(importlib.import_module(module), name)
 
 
 class Go2Env(VecEnv):
@@ -62,8 +76,8 @@ class Go2Env(VecEnv):
     """
 
     #: The simulator backend, called as ``sim_class(cfg, num_envs, terrain, rng, device)``; it must satisfy
-    #: :class:`~rlcore_tasks.go2.sim_interface.Simulator`.
-    sim_class: type[Simulator] = Go2Sim
+    #: :class:`~rlcore_tasks.go2.sim_interface.Simulator`. ``None``: the config's ``sim.backend``.
+    sim_class: type[Simulator] | None = None
     #: Width of the ``policy`` group (one frame), from :mod:`rlcore_tasks.go2.observations`.
     POLICY_SIZE = observations.POLICY_SIZE
 
@@ -86,7 +100,8 @@ class Go2Env(VecEnv):
         self.generator.manual_seed(0 if seed is None else int(seed))
 
         self.terrain = Terrain(c.terrain, n, self.device, self.generator)
-        self.sim: Simulator = self.sim_class(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)),
+        sim_class = self.sim_class or simulator_class(c.sim.backend)
+        self.sim: Simulator = sim_class(c, n, self.terrain, np.random.default_rng(0 if seed is None else int(seed)),
                                              self.device)
         if c.rewards.mean_vel_tau <= 0:
             raise ConfigError(f"go2.rewards.mean_vel_tau: {c.rewards.mean_vel_tau} must be > 0 (the time constant of "

@@ -156,89 +156,119 @@ def _numpy(x, dtype=None) -> np.ndarray:
     return np.asarray(x, dtype=dtype)
 
 
-class Go2Sim:
-    """N Go2 environments stepped together (implements :class:`~rlcore_tasks.go2.sim_interface.Simulator`).
+def draw_variant_pool(cfg: Go2Cfg, rng: np.random.Generator, nominal: mujoco.MjModel) -> list[Variant]:
+    """The ``cfg.domain_rand.num_variants`` physical variants a run trains on: the first ``nominal_fraction`` of the
+    pool the nominal robot, the last ``loaded_fraction`` loaded robots, draws from the config's ranges between (at
+    strength ``(i + 1) / K`` for variant ``i`` under a randomisation curriculum)."""
+    k = max(1, int(cfg.domain_rand.num_variants))
+    graded = cfg.domain_rand.curriculum_steps > 0  # variant i at strength (i + 1) / k
+    fraction = float(cfg.domain_rand.loaded_fraction)
+    if not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"go2.domain_rand.loaded_fraction: {fraction} must lie in [0, 1]")
+    first_loaded = k - round(k * fraction)  # the pool's last variants are loaded robots
+    nominal_fraction = float(cfg.domain_rand.nominal_fraction)
+    num_nominal = round(k * nominal_fraction)  # and its first ones the nominal robot
+    if not 0.0 <= nominal_fraction <= 1.0 or num_nominal > first_loaded:
+        raise ConfigError(f"go2.domain_rand.nominal_fraction: {nominal_fraction} must lie in [0, 1] and leave "
+                          f"room for loaded_fraction {fraction} ({num_nominal} + {k - first_loaded} of "
+                          f"{k} variants)")
+    return [Variant(name=f"nominal_{i}") if i < num_nominal else
+            sample_variant(cfg.domain_rand, rng, cfg.sim.dt, strength=(i + 1) / k if graded else 1.0,
+                           name=f"{'loaded' if i >= first_loaded else 'drawn'}_{i}", nominal=nominal,
+                           loaded=i >= first_loaded) for i in range(k)]
 
-    The torch members of the protocol (state views, ``unstable``, ``env_variant``, ``joint_range``,
-    ``torque_limit``) are on ``device``. The numpy attributes below are this backend's own.
+
+class TargetDelay:
+    """Actuation latency: each env applies its PD targets a whole number of physics steps late.
+
+    With a latency of ``k`` physics steps, the target given at control step ``t`` is applied from physics step
+    ``t * decimation + k`` on: physics step ``j`` of a control step applies the target given
+    ``ceil((k - j) / decimation)`` control steps ago (0: this one). A fresh env (after :meth:`set_latency`, i.e.
+    a reset) has no past: its first target counts as given since ever. Torch tensors on any device, so a device
+    backend keeps the pipeline on the device.
 
     Attributes:
-        model: the nominal compiled model (the task's robot, no randomisation).
-        physical: ``num_variants`` :class:`~rlcore_tasks.go2.randomization.Variant` s drawn from ``cfg.domain_rand``.
-        variants: their compiled models (:func:`~rlcore_tasks.go2.randomization.apply_variant`).
-        env_variant: ``[N]`` int64 tensor, the variant each env currently simulates.
-        latency: ``[N]`` int, each env's actuation latency in physics steps (its variant's, or :meth:`set_latency`).
-        unstable: ``[N]`` bool tensor, set by the last :meth:`step` where the physics failed at any of its physics steps:
-            MuJoCo could not integrate (it then resets that env to the model's initial state, which shows as the
-            clock jumping back), the state is not finite, or a speed exceeds :data:`MAX_SPEED` (no Go2 moves that
-            fast; the first sign of a diverging solver). Such an env keeps its state from before the step (the
-            model's initial state if that one was already bad), so its observations stay finite.
-        state: ``[N, nstate]`` float64 full physics state; ``qpos [N, 19]`` and ``qvel [N, 18]`` are views.
-        sensordata: ``[N, nsensor]`` sensor readings at the last physics step of the last control step (zeros for
-            an unstable env).
+        latency: ``[N]`` int64, each env's latency in physics steps.
+        history: ``[N, H, nu]`` the targets of this and the ``H - 1`` previous control steps (newest first).
+        fresh: ``[N]`` bool, envs whose next target fills their whole history.
     """
 
-    def __init__(self, cfg: Go2Cfg, num_envs: int, terrain: Terrain, rng: np.random.Generator,
-                 device: str | torch.device = "cpu") -> None:
+    def __init__(self, num_envs: int, decimation: int, nu: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.decimation = decimation
+        self.latency = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.history = torch.zeros(num_envs, 1, nu, dtype=dtype, device=device)
+        self.fresh = torch.ones(num_envs, dtype=torch.bool, device=device)
+        self._rows = torch.arange(num_envs, device=device)[:, None]
+        self._substeps = torch.arange(decimation, device=device)[None, :]
+
+    def set_latency(self, env_ids: torch.Tensor, steps: torch.Tensor) -> None:
+        """Envs ``env_ids [k]`` get latencies ``steps [k]`` (physics steps); their pending targets are dropped."""
+        self.latency[env_ids] = steps
+        self.fresh[env_ids] = True
+        depth = 1 + int(-(-int(self.latency.max()) // self.decimation))
+        if depth > self.history.shape[1]:
+            pad = self.history[:, -1:].expand(-1, depth - self.history.shape[1], -1)
+            self.history = torch.cat([self.history, pad], dim=1)
+
+    def __call__(self, targets: torch.Tensor) -> torch.Tensor:
+        """Record this control step's ``targets [N, nu]``; return the targets per physics step ``[N, decimation, nu]``."""
+        if self.history.shape[1] == 1:  # no env has a latency: nothing to remember
+            self.fresh[:] = False
+            return targets[:, None, :]
+        self.history = torch.roll(self.history, 1, dims=1)
+        self.history[:, 0] = targets
+        self.history = torch.where(self.fresh[:, None, None], targets[:, None, :], self.history)
+        self.fresh[:] = False
+        back = torch.clamp(-torch.div(self._substeps - self.latency[:, None], self.decimation, rounding_mode="floor"),
+                           min=0)  # ceil((k - j) / D)
+        return self.history[self._rows, back]
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The targets given but not yet applied (CPU copies), as checkpoints store them."""
+        return {"sim_target_history": self.history.detach().cpu().clone(),
+                "sim_fresh": self.fresh.detach().cpu().clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = torch.as_tensor(state["sim_target_history"]).to(self.history.device, self.history.dtype).clone()
+        self.fresh[:] = torch.as_tensor(state["sim_fresh"]).to(self.fresh.device)
+
+
+class MujocoSim:
+    """What every MuJoCo backend of the Go2 shares: the compiled nominal model, its sensor and joint addresses, the
+    pool of physical variants and their compiled models, the actuation latency, the full-physics state layout
+    (checkpoints store that layout, so a run resumes on either backend), heights, solver settings and rendering.
+
+    Subclasses (:class:`Go2Sim`, :class:`~rlcore_tasks.go2.sim_warp.WarpSim`) own the batched state and the
+    stepping; they implement :meth:`_assign_models` (envs switch compiled variants) and :meth:`_env_state` (one
+    env's ``qpos``, ``qvel`` as float64 numpy, for rendering), and call :meth:`_init_variants` once they can.
+    """
+
+    def __init__(self, cfg: Go2Cfg, num_envs: int, terrain: Terrain, device: str | torch.device,
+                 delay_dtype: torch.dtype = torch.float64) -> None:
         self.cfg = cfg
-        self.num_envs = n = num_envs
+        self.num_envs = num_envs
         self.device = torch.device(device)
         self.terrain = terrain
-        self.model = build_model(cfg, terrain)
-        m = self.model
-        self.nthread = int(cfg.sim.threads or available_threads())
+        self.model = m = build_model(cfg, terrain)
         self.decimation = int(cfg.sim.decimation)
-
         # State layout of mjSTATE_FULLPHYSICS: time, qpos, qvel, ... (offsets computed, not assumed).
         self.nstate = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         qpos_start = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_TIME)
         qvel_start = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_TIME | mujoco.mjtState.mjSTATE_QPOS)
+        self._qpos_cols = slice(qpos_start, qpos_start + m.nq)
         self._qvel_cols = slice(qvel_start, qvel_start + m.nv)
         data = mujoco.MjData(m)
         mujoco.mj_resetData(m, data)
-        initial = np.empty(self.nstate)
-        mujoco.mj_getState(m, data, initial, mujoco.mjtState.mjSTATE_FULLPHYSICS)
-        self._initial = initial  # the model's initial state: what an env whose pre-step state was bad falls back to
-        self.state = np.tile(initial, (n, 1))
-        self.qpos = self.state[:, qpos_start : qpos_start + m.nq]
-        self.qvel = self.state[:, qvel_start : qvel_start + m.nv]
-        self.sensordata = np.zeros((n, m.nsensordata))
-        self._state_out = np.zeros((n, self.decimation, self.nstate))
-        self._sensor_out = np.zeros((n, self.decimation, m.nsensordata))
-        self.ctrl = np.zeros((n, self.decimation, m.nu))
-
+        self._initial = np.empty(self.nstate)  # the model's initial state: where an env with a bad state restarts
+        mujoco.mj_getState(m, data, self._initial, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         self._init_robot_constants()
-
-        # Actuation latency: this and earlier control steps' targets [N, H, 12]; a fresh env has no past.
-        self.latency = np.zeros(n, dtype=np.int64)
-        self.unstable = torch.zeros(n, dtype=torch.bool, device=self.device)
-        self._history = np.zeros((n, 1, m.nu))
-        self._fresh = np.ones(n, dtype=bool)
-
-        # Domain randomisation: K physical variants; envs pick one at every reset.
-        k = max(1, int(cfg.domain_rand.num_variants))
-        graded = cfg.domain_rand.curriculum_steps > 0  # variant i at strength (i + 1) / k
-        fraction = float(cfg.domain_rand.loaded_fraction)
-        if not 0.0 <= fraction <= 1.0:
-            raise ConfigError(f"go2.domain_rand.loaded_fraction: {fraction} must lie in [0, 1]")
-        first_loaded = k - round(k * fraction)  # the pool's last variants are loaded robots
-        nominal_fraction = float(cfg.domain_rand.nominal_fraction)
-        num_nominal = round(k * nominal_fraction)  # and its first ones the nominal robot
-        if not 0.0 <= nominal_fraction <= 1.0 or num_nominal > first_loaded:
-            raise ConfigError(f"go2.domain_rand.nominal_fraction: {nominal_fraction} must lie in [0, 1] and leave "
-                              f"room for loaded_fraction {fraction} ({num_nominal} + {k - first_loaded} of "
-                              f"{k} variants)")
-        physical = [Variant(name=f"nominal_{i}") if i < num_nominal else
-                    sample_variant(cfg.domain_rand, rng, cfg.sim.dt, strength=(i + 1) / k if graded else 1.0,
-                                   name=f"{'loaded' if i >= first_loaded else 'drawn'}_{i}", nominal=m,
-                                   loaded=i >= first_loaded) for i in range(k)]
-        self.env_variant = torch.zeros(n, dtype=torch.long, device=self.device)
-        self._models: list[mujoco.MjModel] = [m] * n
-        self.set_physical_variants(physical)
-        self._datas = [mujoco.MjData(m) for _ in range(max(1, self.nthread))]
-        self._pool = rollout.Rollout(nthread=self.nthread if self.nthread > 1 else 0)
+        self.delay = TargetDelay(num_envs, self.decimation, m.nu, delay_dtype, self.device)
+        self.env_variant = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self._renderer: mujoco.Renderer | None = None
-        self.refresh()
+
+    def _init_variants(self, rng: np.random.Generator) -> None:
+        """Draw the config's variant pool and put every env on variant 0."""
+        self.set_physical_variants(draw_variant_pool(self.cfg, rng, self.model))
 
     def _init_robot_constants(self) -> None:
         """Sensor columns, joint addresses and limits, body and geom ids of the nominal model."""
@@ -259,23 +289,30 @@ class Go2Sim:
         self.base_body = m.body("base").id
         self.ground_geom = m.geom("ground").id
 
-    def _tensor(self, x: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(x)).to(self.device, torch.float32)
+    def _tensor(self, x) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(x)).to(self.device, torch.float32)
 
-    def refresh(self) -> None:
-        """Convert the float64 numpy state into the torch state views (one conversion per array)."""
-        qpos, qvel, sensors = self._tensor(self.qpos), self._tensor(self.qvel), self._tensor(self.sensordata)
-        self.root_pos, self.root_quat, self.joint_pos = qpos[:, :3], qpos[:, 3:7], qpos[:, 7:19]
-        # A free joint's qvel: linear velocity in the world frame, angular velocity in the body frame.
-        self.root_lin_vel, self.root_ang_vel, self.joint_vel = qvel[:, :3], qvel[:, 3:6], qvel[:, 6:18]
+    def _sensor_views(self, sensors: torch.Tensor) -> None:
+        """The sensor state views from ``sensors [N, nsensordata]`` (float32, on the device)."""
         self.joint_torque = sensors[:, self.torque_sensor]
         self.foot_forces = sensors[:, self.foot_sensor]
         self.collision_forces = sensors[:, self.collision_sensor]
         self.base_contact_force = sensors[:, self.base_sensor[0]]
 
+    def _state_views(self, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """The body and joint state views from ``qpos [N, 19]`` and ``qvel [N, 18]`` (float32, on the device)."""
+        self.root_pos, self.root_quat, self.joint_pos = qpos[:, :3], qpos[:, 3:7], qpos[:, 7:19]
+        # A free joint's qvel: linear velocity in the world frame, angular velocity in the body frame.
+        self.root_lin_vel, self.root_ang_vel, self.joint_vel = qvel[:, :3], qvel[:, 3:6], qvel[:, 6:18]
+
     @property
     def num_variants(self) -> int:
         return len(self.physical)
+
+    @property
+    def latency(self) -> torch.Tensor:
+        """``[N]`` int64, each env's actuation latency in physics steps."""
+        return self.delay.latency
 
     def set_physical_variants(self, physical: list[Variant]) -> None:
         """Replace the pool of variants (their models compiled here); every env then simulates variant 0."""
@@ -283,50 +320,130 @@ class Go2Sim:
         self.physical = list(physical)
         self.variants = [apply_variant(self.model, v, c.kp, c.kd) for v in self.physical]
         self.variant_latency = np.array([latency_steps(v, self.cfg.sim.dt) for v in self.physical], dtype=np.int64)
+        self._load_variants()
         self.set_variants(np.arange(self.num_envs), np.zeros(self.num_envs, dtype=np.int64))
+
+    def _load_variants(self) -> None:
+        """Hook: the pool ``variants`` changed (a device backend uploads it)."""
 
     def set_variants(self, env_ids, variants) -> None:
         """Assign physical variants to envs (at reset); each env takes its variant's latency (tensors or arrays)."""
         env_ids, variants = _numpy(env_ids, np.int64), _numpy(variants, np.int64)
         self.env_variant[torch.from_numpy(env_ids).to(self.device)] = torch.from_numpy(variants).to(self.device)
-        for e, v in zip(env_ids.tolist(), variants.tolist()):
-            self._models[e] = self.variants[v]
+        self._assign_models(env_ids, variants)
         self.set_latency(env_ids, self.variant_latency[variants])
 
-    def set_latency(self, env_ids: np.ndarray, steps: np.ndarray) -> None:
+    def _assign_models(self, env_ids: np.ndarray, variants: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def set_latency(self, env_ids, steps) -> None:
         """Give envs ``env_ids`` a latency of ``steps`` physics steps each; their next target counts as given
         since ever (no past targets are replayed after a reset)."""
-        self.latency[env_ids] = steps
-        self._fresh[env_ids] = True
-        depth = 1 + int(np.ceil(self.latency.max() / self.decimation))
-        if depth > self._history.shape[1]:
-            pad = np.repeat(self._history[:, -1:], depth - self._history.shape[1], axis=1)
-            self._history = np.concatenate([self._history, pad], axis=1)
-
-    def delayed_targets(self, joint_targets: np.ndarray) -> np.ndarray:
-        """Record this control step's targets ``[N, 12]``; return the targets per physics step ``[N, decimation, 12]``.
-
-        With a latency of ``k`` physics steps, the target given at control step ``t`` is applied from physics step
-        ``t * decimation + k`` on: physics step ``j`` of this control step applies the target given
-        ``ceil((k - j) / decimation)`` control steps ago (0: this one).
-        """
-        if self._history.shape[1] == 1:  # no env has a latency: nothing to remember
-            self._fresh[:] = False
-            return joint_targets[:, None, :]
-        self._history = np.roll(self._history, 1, axis=1)
-        self._history[:, 0] = joint_targets
-        fresh = self._fresh
-        if fresh.any():
-            self._history[fresh] = joint_targets[fresh, None, :]
-            self._fresh[:] = False
-        j = np.arange(self.decimation)
-        back = np.maximum(0, -((j[None, :] - self.latency[:, None]) // self.decimation))  # ceil((k - j) / D)
-        return self._history[np.arange(self.num_envs)[:, None], back]
+        ids = torch.as_tensor(_numpy(env_ids, np.int64), device=self.device)
+        self.delay.set_latency(ids, torch.as_tensor(_numpy(steps, np.int64), device=self.device))
 
     def variant_features(self) -> torch.Tensor:
         """``[K, 17]`` :func:`~rlcore_tasks.go2.randomization.physical_features` of every variant."""
         rows = [physical_features(v, self.model) for v in self.physical]
         return self._tensor(np.stack(rows) if rows else np.zeros((0, 17)))
+
+    def heights(self, xy: torch.Tensor) -> torch.Tensor:
+        """Ground height under world points ``xy [..., 2]`` (the terrain the height field was built from)."""
+        return self.terrain.height_at(xy)
+
+    def solver_options(self) -> dict:
+        """Exact torque limits and the solver settings of the nominal model, as plain Python values."""
+        opt = self.model.opt
+        return {"torque_limits": [float(x) for x in self._torque_limit],
+                "solver": {"integrator": mujoco.mjtIntegrator(opt.integrator).name,
+                           "cone": mujoco.mjtCone(opt.cone).name, "iterations": int(opt.iterations),
+                           "ls_iterations": int(opt.ls_iterations), "impratio": float(opt.impratio)}}
+
+    def _env_state(self, env_id: int) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def render(self, env_id: int, width: int, height: int, fast: bool) -> np.ndarray:
+        """An RGB frame ``[height, width, 3]`` uint8 of env ``env_id`` from the ``track`` camera.
+
+        Needs an OpenGL context: on a machine without a display set ``MUJOCO_GL=egl`` (or ``osmesa``)
+        before the first ``import mujoco``.
+        """
+        if self._renderer is None or self._renderer_size != (width, height):
+            if fast:
+                self.model.vis.quality.offsamples = 0  # no multisampling (read when the context is made)
+            self._renderer = mujoco.Renderer(self.model, height=height, width=width)
+            self._renderer_size = (width, height)
+            self._render_data = mujoco.MjData(self.model)
+        data = self._render_data
+        data.qpos[:], data.qvel[:] = self._env_state(env_id)
+        mujoco.mj_forward(self.model, data)
+        self._renderer.update_scene(data, camera="track")
+        self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_FOG] = True
+        if fast:
+            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+        return self._renderer.render().copy()
+
+
+class Go2Sim(MujocoSim):
+    """N Go2 environments stepped together on the CPU by MuJoCo's threaded rollout (implements
+    :class:`~rlcore_tasks.go2.sim_interface.Simulator`; config ``sim.backend: rollout``, the default).
+
+    The torch members of the protocol (state views, ``unstable``, ``env_variant``, ``joint_range``,
+    ``torque_limit``) are on ``device``. The numpy attributes below are this backend's own.
+
+    Attributes:
+        model: the nominal compiled model (the task's robot, no randomisation).
+        physical: ``num_variants`` :class:`~rlcore_tasks.go2.randomization.Variant` s drawn from ``cfg.domain_rand``.
+        variants: their compiled models (:func:`~rlcore_tasks.go2.randomization.apply_variant`).
+        env_variant: ``[N]`` int64 tensor, the variant each env currently simulates.
+        latency: ``[N]`` int64 tensor, each env's actuation latency in physics steps (its variant's, or
+            :meth:`set_latency`).
+        unstable: ``[N]`` bool tensor, set by the last :meth:`step` where the physics failed at any of its physics steps:
+            MuJoCo could not integrate (it then resets that env to the model's initial state, which shows as the
+            clock jumping back), the state is not finite, or a speed exceeds :data:`MAX_SPEED` (no Go2 moves that
+            fast; the first sign of a diverging solver). Such an env keeps its state from before the step (the
+            model's initial state if that one was already bad), so its observations stay finite.
+        state: ``[N, nstate]`` float64 full physics state; ``qpos [N, 19]`` and ``qvel [N, 18]`` are views.
+        sensordata: ``[N, nsensor]`` sensor readings at the last physics step of the last control step (zeros for
+            an unstable env).
+    """
+
+    def __init__(self, cfg: Go2Cfg, num_envs: int, terrain: Terrain, rng: np.random.Generator,
+                 device: str | torch.device = "cpu") -> None:
+        super().__init__(cfg, num_envs, terrain, device)
+        n, m = num_envs, self.model
+        self.nthread = int(cfg.sim.threads or available_threads())
+        self.state = np.tile(self._initial, (n, 1))
+        self.qpos = self.state[:, self._qpos_cols]
+        self.qvel = self.state[:, self._qvel_cols]
+        self.sensordata = np.zeros((n, m.nsensordata))
+        self._state_out = np.zeros((n, self.decimation, self.nstate))
+        self._sensor_out = np.zeros((n, self.decimation, m.nsensordata))
+        self.ctrl = np.zeros((n, self.decimation, m.nu))
+        self.unstable = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self._models: list[mujoco.MjModel] = [m] * n
+        # Domain randomisation: K physical variants; envs pick one at every reset.
+        self._init_variants(rng)
+        self._datas = [mujoco.MjData(m) for _ in range(max(1, self.nthread))]
+        self._pool = rollout.Rollout(nthread=self.nthread if self.nthread > 1 else 0)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Convert the float64 numpy state into the torch state views (one conversion per array)."""
+        self._state_views(self._tensor(self.qpos), self._tensor(self.qvel))
+        self._sensor_views(self._tensor(self.sensordata))
+
+    def _assign_models(self, env_ids: np.ndarray, variants: np.ndarray) -> None:
+        for e, v in zip(env_ids.tolist(), variants.tolist()):
+            self._models[e] = self.variants[v]
+
+    def _env_state(self, env_id: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.qpos[env_id], self.qvel[env_id]
+
+    def delayed_targets(self, joint_targets: np.ndarray) -> np.ndarray:
+        """Record this control step's targets ``[N, 12]``; return the targets per physics step ``[N, decimation, 12]``
+        (:class:`TargetDelay`)."""
+        return self.delay(torch.from_numpy(np.ascontiguousarray(joint_targets, dtype=np.float64))).numpy()
 
     def step(self, joint_targets) -> None:
         """Advance every env by ``decimation`` physics steps towards the PD targets ``[N, 12]`` (a tensor or an
@@ -376,47 +493,11 @@ class Go2Sim:
         self.qvel[_numpy(env_ids, np.int64), :2] = _numpy(lin_vel_xy, np.float64)
         self.refresh()
 
-    def heights(self, xy: torch.Tensor) -> torch.Tensor:
-        """Ground height under world points ``xy [..., 2]`` (the terrain the height field was built from)."""
-        return self.terrain.height_at(xy)
-
-    def solver_options(self) -> dict:
-        """Exact torque limits and the solver settings of the nominal model, as plain Python values."""
-        opt = self.model.opt
-        return {"torque_limits": [float(x) for x in self._torque_limit],
-                "solver": {"integrator": mujoco.mjtIntegrator(opt.integrator).name,
-                           "cone": mujoco.mjtCone(opt.cone).name, "iterations": int(opt.iterations),
-                           "ls_iterations": int(opt.ls_iterations), "impratio": float(opt.impratio)}}
-
-    def render(self, env_id: int, width: int, height: int, fast: bool) -> np.ndarray:
-        """An RGB frame ``[height, width, 3]`` uint8 of env ``env_id`` from the ``track`` camera.
-
-        Needs an OpenGL context: on a machine without a display set ``MUJOCO_GL=egl`` (or ``osmesa``)
-        before the first ``import mujoco``.
-        """
-        if self._renderer is None or self._renderer_size != (width, height):
-            if fast:
-                self.model.vis.quality.offsamples = 0  # no multisampling (read when the context is made)
-            self._renderer = mujoco.Renderer(self.model, height=height, width=width)
-            self._renderer_size = (width, height)
-            self._render_data = mujoco.MjData(self.model)
-        data = self._render_data
-        data.qpos[:] = self.qpos[env_id]
-        data.qvel[:] = self.qvel[env_id]
-        mujoco.mj_forward(self.model, data)
-        self._renderer.update_scene(data, camera="track")
-        self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_FOG] = True
-        if fast:
-            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
-        return self._renderer.render().copy()
-
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Physics state, sensor readings, variant assignment and the latency pipeline (CPU tensors, copies)."""
         return {"sim_state": torch.from_numpy(self.state.copy()),
                 "sim_sensordata": torch.from_numpy(self.sensordata.copy()),
-                "env_variant": self.env_variant.detach().cpu().clone(),
-                "sim_target_history": torch.from_numpy(self._history.copy()),
-                "sim_fresh": torch.from_numpy(self._fresh.copy())}
+                "env_variant": self.env_variant.detach().cpu().clone(), **self.delay.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`'s entries (the target history only where ``state`` has one)."""
@@ -424,8 +505,7 @@ class Go2Sim:
         self.sensordata[:] = _numpy(state["sim_sensordata"])
         self.set_variants(np.arange(self.num_envs), state["env_variant"])
         if "sim_target_history" in state:  # the latency pipeline: targets given but not yet applied
-            self._history = _numpy(state["sim_target_history"]).copy()
-            self._fresh[:] = _numpy(state["sim_fresh"])
+            self.delay.load_state_dict(state)
         self.refresh()
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 import mujoco
 import numpy as np
 
+from rlcore.config.cli import merge_settings
 from rlcore.deployment import obs_layout
 from rlcore.env import ConfigError
 from rlcore_tasks.go2.config import Go2Cfg, held_commands, no_randomization
@@ -81,23 +82,25 @@ class Go2VariantEnv(Go2Env):
 
     @classmethod
     def from_interface(cls, meta: dict, num_envs: int, episode_s: float, threads: int | None = None,
-                       solver_iterations: int | None = None, device: str = "cpu") -> Go2VariantEnv:
+                       solver_iterations: int | None = None, device: str = "cpu",
+                       overrides: dict | None = None) -> Go2VariantEnv:
         """An env with the gains, timing, solver and observation scales of an exported policy's interface ``meta``
         (:func:`rlcore.deployment.read_onnx_interface`) and none of the task's randomness: no observation
         noise, pushes or domain randomisation, the default pose at spawn, fixed commands, episodes of
-        ``episode_s``. ``solver_iterations`` replaces the file's (e.g. a converged solver for stiff variants).
+        ``episode_s``. ``solver_iterations`` replaces the file's (e.g. a converged solver for stiff variants);
+        ``overrides``: task settings merged over those (``{"sim": {"backend": "warp"}}``: another physics backend).
 
         Raises:
             ConfigError: ``meta`` describes something this task does not compute (another robot, a different
                 observation layout, non-uniform gains, a missing entry); the message says what differs.
         """
         try:
-            overrides = overrides_from_interface(meta, episode_s, threads)
+            settings = overrides_from_interface(meta, episode_s, threads)
         except KeyError as err:  # the file's interface lacks an entry this task needs
             raise ConfigError(f"its interface lacks {err}") from None
         if solver_iterations is not None:
-            overrides["sim"]["solver_iterations"] = int(solver_iterations)
-        env = cls(num_envs=num_envs, device=device, seed=0, **overrides)
+            settings["sim"]["solver_iterations"] = int(solver_iterations)
+        env = cls(num_envs=num_envs, device=device, seed=0, **merge_settings(settings, overrides or {}))
         mine = env.deployment_interface()
         for key in cls.CHECKED:
             if key == "solver" and solver_iterations is not None:

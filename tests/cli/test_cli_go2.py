@@ -76,7 +76,7 @@ def test_train_go2_writes_a_run_directory(go2_run):
     assert ckpt["iter"] == 1
     task = ckpt["train_cfg"]["task"]
     assert task["name"] == "go2" and task["num_envs"] == 8
-    assert task["env"]["sim"] == {"threads": 1} and task["env"]["commands"]["lin_vel_y"] == [-0.5, 0.5]
+    assert task["env"]["sim"] == {"backend": "rollout", "threads": 1} and task["env"]["commands"]["lin_vel_y"] == [-0.5, 0.5]
     assert ckpt["train_cfg"]["actor"]["hidden_dims"] == [32, 32]
     # the default Go2 actor: blind, with its last 5 frames and a base-velocity estimator; a student set for distillation
     assert ckpt["train_cfg"]["obs_groups"] == {"actor": ["policy", "policy_history"],

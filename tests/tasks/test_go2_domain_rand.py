@@ -132,7 +132,7 @@ def test_everything_off_is_the_nominal_robot():
     env = env_with(num_variants=4)
     for m in env.sim.variants:
         assert changed_arrays(m, env.sim.model) == set()
-    assert np.all(env.sim.latency == 0) and np.all(env.sim.variant_latency == 0)
+    assert bool((env.sim.latency == 0).all()) and np.all(env.sim.variant_latency == 0)
     assert torch.equal(env.imu_bias, torch.zeros(2, 6)) and torch.equal(env.joint_pos_bias, torch.zeros(2, 12))
     env.close()
 
