@@ -213,3 +213,13 @@ def _make_gym(env_id: str = "Pendulum-v1", **kwargs: Any) -> VecEnv:
 
 
 register_task(TaskSpec(name="gym", make_env=_make_gym, summary="any Gymnasium id through rlcore's adapter"))
+
+
+def _make_mjlab(task_id: str | None = None, **kwargs: Any) -> VecEnv:
+    """Any registered mjlab task (``task=mjlab task.id=<id>``); kwargs go to ``make_mjlab_env``."""
+    from rlcore.env.mjlab import make_mjlab_env
+
+    return make_mjlab_env(task_id, **kwargs)
+
+
+register_task(TaskSpec(name="mjlab", make_env=_make_mjlab, summary="any mjlab task (MuJoCo Warp) through its wrapper"))
