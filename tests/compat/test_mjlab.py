@@ -95,6 +95,7 @@ def test_task_mjlab_trains_with_rlcore_cli(mjlab_python, tmp_path):
     assert_user_error(bad, "task.id='Mjlab-Nope' is not an mjlab task", TASK)
 
 
+@pytest.mark.slow  # a train process: about 3 s
 def test_task_mjlab_without_mjlab_says_what_to_install(tmp_path):
     pytest.importorskip("hydra")
     try:
