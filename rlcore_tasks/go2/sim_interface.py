@@ -1,7 +1,7 @@
 """The simulator interface of the Go2 task: what the MDP (:mod:`rlcore_tasks.go2.env`) needs from a physics backend.
 
 :class:`Simulator` is one :class:`typing.Protocol` that a CPU backend (:class:`rlcore_tasks.go2.sim.Go2Sim`, MuJoCo's
-threaded ``mujoco.rollout``) and a GPU backend (e.g. MuJoCo Warp, not written yet) can both satisfy. Everything
+threaded ``mujoco.rollout``) and a GPU backend (:class:`rlcore_tasks.go2.sim_warp.WarpSim`, MuJoCo Warp) both satisfy. Everything
 the MDP reads or writes crosses it as torch tensors ``[N, ...]`` (N = ``num_envs``), ``float32`` unless stated,
 on the task's ``device``; how a backend stores its state (float64 numpy on the CPU, batched GPU arrays) is its
 own business. Joint quantities are in :data:`~rlcore_tasks.go2.randomization.JOINT_NAMES` order (FL, FR, RL, RR x hip,
