@@ -11,6 +11,12 @@ A module- or session-scoped fixture that trains counts against the first test us
 
 from __future__ import annotations
 
+import os
+import select
+import shutil
+import subprocess
+import time
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -82,3 +88,38 @@ def seed() -> int:
 def make_obs(seed):
     """Factory ``make_obs(num_envs=4, lead=(), shapes=None, dtype=float32) -> TensorDict`` (seeded)."""
     return build_obs
+
+
+@pytest.fixture(scope="session")
+def xvfb():
+    """A virtual X display (``Xvfb -displayfd``); skipped when none can be started."""
+    for tool in ("Xvfb", "xdotool", "xwd"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"no display server can be driven here: {tool} is not installed "
+                        "(apt-get install -y xvfb xdotool x11-apps)")
+    read_fd, write_fd = os.pipe()
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
+                              pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.close(write_fd)
+    number = b""
+    while not number.endswith(b"\n") and select.select([read_fd], [], [], 20)[0]:  # "<n>\n", maybe in two writes
+        chunk = os.read(read_fd, 16)
+        if not chunk:
+            break
+        number += chunk
+    number = number.decode().strip()
+    display = f":{number}"
+    for _ in range(50 if number else 0):  # until a client can connect
+        probe = subprocess.run(["xdotool", "getdisplaygeometry"], env={**os.environ, "DISPLAY": display},
+                               capture_output=True, timeout=10)
+        if probe.returncode == 0:
+            break
+        time.sleep(0.2)
+    else:
+        server.kill()
+        os.close(read_fd)
+        pytest.skip(f"Xvfb did not start: {server.communicate(timeout=5)[1].decode()[-300:]}")
+    yield display
+    os.close(read_fd)
+    server.terminate()
+    server.wait(timeout=10)

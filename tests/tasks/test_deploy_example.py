@@ -133,3 +133,35 @@ def test_the_example_walks_from_its_command_line(tmp_path):
     forward = [float(v) for v in lines[0].split("reached [")[1].rstrip("]").split(",")]
     turn = [float(v) for v in lines[1].split("reached [")[1].rstrip("]").split(",")]
     assert abs(forward[0] - 0.8) < 0.1 and abs(turn[2] + 1.0) < 0.25, out.stdout
+
+
+@pytest.mark.slow
+def test_teleop_keys_move_the_command_under_xvfb(xvfb):
+    """``--teleop``: MuJoCo's viewer on a virtual display, keys sent with xdotool; each press moves the command by
+    its step inside the file's command ranges (printed by the script), space stops."""
+    import os
+    import time
+
+    env = {**os.environ, "DISPLAY": xvfb, "MUJOCO_GL": "glfw", "LIBGL_ALWAYS_SOFTWARE": "1", "LP_NUM_THREADS": "1",
+           "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(EXAMPLE), shipped("go2_flat"), str(SCENE), "--teleop"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    x = {**os.environ, "DISPLAY": xvfb}
+    try:
+        window = subprocess.run(["xdotool", "search", "--sync", "--name", "MuJoCo"], env=x, capture_output=True,
+                                text=True, timeout=60).stdout.split()[-1]
+        time.sleep(1.0)  # the viewer's loop runs
+        for key in ("Up", "Up", "Up", "Left", "q", "e", "e", "space", "Down"):
+            subprocess.run(["xdotool", "key", "--window", window, key], env=x, check=True, timeout=30)
+            time.sleep(0.2)
+        time.sleep(1.0)
+        assert proc.poll() is None, "the viewer exited"
+    finally:
+        proc.kill()
+        out = proc.communicate(timeout=30)[0]
+    lines = [ln for ln in out.splitlines() if ln.startswith("command ")]
+    assert lines == ["command vx +0.1 vy +0.0 wz +0.0", "command vx +0.2 vy +0.0 wz +0.0",
+                     "command vx +0.3 vy +0.0 wz +0.0", "command vx +0.3 vy +0.1 wz +0.0",
+                     "command vx +0.3 vy +0.1 wz +0.2", "command vx +0.3 vy +0.1 wz +0.0",
+                     "command vx +0.3 vy +0.1 wz -0.2", "command vx +0.0 vy +0.0 wz +0.0",
+                     "command vx -0.1 vy +0.0 wz +0.0"], out[-2000:]
