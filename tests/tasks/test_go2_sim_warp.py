@@ -265,3 +265,23 @@ def test_split_env_overrides():
                       "commands": {"lin_vel_x": [-2, 2]}}
     with pytest.raises(UserError, match="expected task.env.<setting>=<value>"):
         split_env_overrides(["task.env.sim"], "play")
+
+
+def test_rough_task_with_its_height_scan_on_warp():
+    """task=go2_rough's env on the Warp backend (randomisation off): the first observations, the height scan
+    included, are the rollout backend's; ten steps later the robots still stand on the field (no physics failure)."""
+    from rlcore_tasks.go2.task import make_go2_rough
+
+    kw = dict(num_envs=4, seed=0, sim={"threads": 1, "solver_iterations": 20}, obs={"add_noise": False},
+              domain_rand={**no_randomization(), "num_variants": 1},
+              terrain={"num_levels": 2, "num_cols": 2, "tile_size": 4.0})
+    ea, eb = make_go2_rough(**kw), make_go2_rough(**{**kw, "sim": {**kw["sim"], "backend": "warp"}})
+    assert type(eb.sim) is WarpSim
+    oa, ob = ea.get_observations(), eb.get_observations()
+    assert "height_scan" in ob.keys()
+    torch.testing.assert_close(ob["height_scan"], oa["height_scan"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(ob["policy"], oa["policy"], atol=1e-5, rtol=0)
+    for _ in range(10):
+        eb.step(torch.zeros(4, 12))
+        assert not eb.sim.unstable.any()
+    assert (eb.base_pos[:, 2] - eb.sim.heights(eb.base_pos[:, :2]) > 0.2).all()
