@@ -70,8 +70,9 @@ class RobustnessSuite:
         probe_commands: ``(name, command)`` held from the start, or ``(name, command, from_rest_s)``: a step from
             rest (zero command for ``from_rest_s`` seconds, then ``command``); every variant runs every command.
         make_env: ``make_env(interface, num_envs, episode_s=, threads=, solver_iterations=[, overrides=])``: the
-            task rebuilt from an exported file's deployment interface (``overrides``: settings merged over it), with ``assign_variants(variants, env_variant)`` and a writable
-            ``commands [N, C]`` tensor; a ConfigError when the interface describes something else.
+            task rebuilt from an exported file's deployment interface (``overrides``: settings merged over it), with
+            ``assign_variants(variants, env_variant)`` and a writable ``commands [N, C]`` tensor; a ConfigError when
+            the interface describes something else.
         describe: ``describe(variant) -> str``: what a variant changes, for the report.
     """
 

@@ -105,7 +105,8 @@ class WarpSim(MujocoSim):
         self._initial_qvel = torch.as_tensor(self._initial[self._qvel_cols], dtype=torch.float32, device=self.device)
         self.qpos[:], self.qvel[:], self.sensordata[:] = self._initial_qpos, self._initial_qvel, 0.0
         self.unstable = torch.zeros(n, dtype=torch.bool, device=self.device)
-        self._tables: dict[str, torch.Tensor] = {}
+        # per batched field: its per-world view [N, ...] and the pool's rows [K, ...]
+        self._tables: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._init_variants(rng)
         self.refresh()
 
@@ -141,16 +142,16 @@ class WarpSim(MujocoSim):
                                               f"it): this backend cannot randomise it")
         self._tables = {}
         for f in batched:
-            view = wp.to_torch(getattr(self.wp_model, f))  # [N, ...]
+            view = wp.to_torch(getattr(self.wp_model, f))  # [N, ...], the Warp array itself
             rows = np.stack([np.asarray(getattr(v, f), dtype=np.float64) for v in self.variants])
-            self._tables[f] = torch.as_tensor(rows, device=self.device).reshape(len(rows), *view.shape[1:]).to(
-                view.dtype)
+            table = torch.as_tensor(rows, device=self.device).reshape(len(rows), *view.shape[1:]).to(view.dtype)
+            self._tables[f] = (view, table)
 
     def _assign_models(self, env_ids: np.ndarray, variants: np.ndarray) -> None:
         ids = torch.as_tensor(env_ids, device=self.device)
         rows = torch.as_tensor(variants, device=self.device)
-        for f, table in self._tables.items():
-            self._wp.to_torch(getattr(self.wp_model, f))[ids] = table[rows]
+        for view, table in self._tables.values():
+            view[ids] = table[rows]
 
     # -- stepping -------------------------------------------------------------------------------------------------
 
