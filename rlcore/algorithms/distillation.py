@@ -294,15 +294,16 @@ class Distillation:
             "teacher_state_dict": self.teacher.state_dict(),
             "optimizer_state_dict": self.optimizer.state_dict(),
             "learning_rate": self.learning_rate,
+            "num_updates": self.num_updates,
         }
 
     def rank_state_dict(self) -> dict:
-        """This rank's resumable state (:mod:`rlcore.runners.run_state`): the per-env steps since reset and the
-        update count."""
-        return {"episode_steps": self.episode_steps.clone(), "num_updates": self.num_updates}
+        """This rank's per-env state (:mod:`rlcore.runners.run_state`): the steps since each env's reset."""
+        return {"episode_steps": self.episode_steps.clone()}
 
     def load_rank_state_dict(self, state: dict) -> None:
-        """Restore :meth:`rank_state_dict`'s output (same number of envs)."""
+        """Restore :meth:`rank_state_dict`'s output (same number of envs; an older checkpoint's update count, which
+        it kept here, is read too)."""
         steps = torch.as_tensor(state["episode_steps"]).to(self.device)
         if steps.shape != self.episode_steps.shape:
             raise ConfigError(f"the saved steps-since-reset counters are for {steps.numel()} envs; this run has "
@@ -327,7 +328,10 @@ class Distillation:
             load_model_state(self.student, state["student_state_dict"], "student", strict)
         if load_cfg.get("optimizer") and "optimizer_state_dict" in state:
             self.optimizer.load_state_dict(state["optimizer_state_dict"])
-        return bool(load_cfg.get("student") and load_cfg.get("optimizer"))
+        resumed = bool(load_cfg.get("student") and load_cfg.get("optimizer"))
+        if resumed and "num_updates" in state:
+            self.num_updates = int(state["num_updates"])
+        return resumed
 
     def broadcast_parameters(self) -> None:
         broadcast_tensors(t for m in (self.student, self.teacher) for t in m.state_dict().values())

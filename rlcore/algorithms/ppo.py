@@ -492,16 +492,26 @@ class PPO:
         return state
 
     def rank_state_dict(self) -> dict:
-        """This rank's resumable state (:mod:`rlcore.runners.run_state`): the reward normaliser's per-env discounted
-        returns (its statistics are shared and saved by :meth:`save`)."""
-        if self.reward_normalizer is None:
-            return {}
-        return {"reward_disc_return": self.reward_normalizer.disc_return.clone()}
+        """This rank's per-env state (:mod:`rlcore.runners.run_state`): the reward normaliser's per-env discounted
+        returns (its statistics are shared and saved by :meth:`save`) and each extension's own
+        (``Extension.rank_state_dict``, e.g. RND's reward normaliser), under ``extensions/<name>``."""
+        state: dict = {}
+        if self.reward_normalizer is not None:
+            state["reward_disc_return"] = self.reward_normalizer.disc_return.clone()
+        extensions = {ext.name: ext.rank_state_dict() for ext in self.extensions}
+        extensions = {name: ext_state for name, ext_state in extensions.items() if ext_state}
+        if extensions:
+            state["extensions"] = extensions
+        return state
 
     def load_rank_state_dict(self, state: dict) -> None:
         """Restore :meth:`rank_state_dict`'s output."""
         if self.reward_normalizer is not None and "reward_disc_return" in state:
             self.reward_normalizer.disc_return = torch.as_tensor(state["reward_disc_return"]).to(self.device).clone()
+        saved = state.get("extensions") or {}
+        for ext in self.extensions:
+            if ext.name in saved:
+                ext.load_rank_state_dict(saved[ext.name])
 
     def load(self, loaded_dict: dict, load_cfg: dict | None = None, strict: bool = True) -> bool:
         """Restore from ``save()``'s dict (or an rsl_rl checkpoint). ``load_cfg`` picks parts: keys actor, critic,

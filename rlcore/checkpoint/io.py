@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import os
 import random
 import re
@@ -29,6 +30,18 @@ def save_atomic(obj: dict, path: str | os.PathLike) -> str:
             os.remove(tmp)
         raise
     return path
+
+
+def copy_tree(tree):
+    """A deep copy of a checkpoint-like tree (dicts, lists, tuples of tensors and plain values): every tensor is
+    detached and cloned on its device, so later in-place updates of the originals leave the copy as it was."""
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().clone()
+    if isinstance(tree, dict):
+        return {k: copy_tree(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(copy_tree(v) for v in tree)
+    return copy.deepcopy(tree)
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | None = "cpu") -> dict:

@@ -124,6 +124,14 @@ class Extension:
     def load(self, state: Mapping[str, Any]) -> None:
         """Restore from a checkpoint dict (the one :meth:`save` contributed to; absent keys are skipped)."""
 
+    def rank_state_dict(self) -> dict[str, Any]:
+        """This rank's own per-env state for a checkpoint (:mod:`rlcore.runners.run_state`), e.g. running values kept
+        for each env of this rank; restored only together with the env's state. Empty: none."""
+        return {}
+
+    def load_rank_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`rank_state_dict`'s output."""
+
     def broadcast_modules(self) -> list[nn.Module]:
         """Modules whose parameters and buffers rank 0 copies to every rank at start: the extension itself when
         it is an ``nn.Module``."""

@@ -263,6 +263,19 @@ class RandomNetworkDistillation(nn.Module, Extension):
             if "rnd_optimizer_state_dict" in state:
                 self.optimizer.load_state_dict(state["rnd_optimizer_state_dict"])
 
+    def rank_state_dict(self) -> dict[str, Any]:
+        """The reward normaliser's running discounted return of each of this rank's envs (its statistics are shared
+        and saved by :meth:`save`, where the return is rank 0's)."""
+        if not self.reward_normalization:
+            return {}
+        return {"reward_disc_return": self.reward_normalizer.disc_return.detach().clone()}
+
+    def load_rank_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`rank_state_dict`'s output."""
+        if self.reward_normalization and "reward_disc_return" in state:
+            saved = torch.as_tensor(state["reward_disc_return"])
+            self.reward_normalizer.disc_return = saved.to(self.reward_normalizer.emp_norm._mean.device).clone()
+
     # ------------------------------------------------------------------ persistence
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict`` that also accepts rsl_rl checkpoints (no step counter) and a saved

@@ -284,13 +284,18 @@ class Logger:
             "last_stats": {str(k): float(v) for k, v in self.last_stats.items()},
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, episodes: bool = True) -> None:
         """Continue from :meth:`state_dict`'s ``state`` (a resumed run then logs what the uninterrupted one would).
+
+        ``episodes=False``: the env was not restored and starts fresh episodes, so the per-env episode bookkeeping
+        (running returns, lengths, started-from-reset flags, the open window) starts afresh too; the run's totals
+        and the last episodes' means continue.
 
         Raises:
             ValueError: ``state`` was taken with another number of envs.
         """
-        self.stats.load_state_dict(state["episode_stats"])
+        if episodes:
+            self.stats.load_state_dict(state["episode_stats"])
         self.rewbuffer = deque((float(v) for v in state["rewbuffer"]), maxlen=self.rewbuffer.maxlen)
         self.lenbuffer = deque((float(v) for v in state["lenbuffer"]), maxlen=self.lenbuffer.maxlen)
         self.tot_timesteps = int(state["tot_timesteps"])

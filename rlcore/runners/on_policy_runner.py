@@ -14,6 +14,7 @@ from tensordict import TensorDict
 
 from rlcore.algorithms.factory import construct_algorithm
 from rlcore.checkpoint.io import (
+    copy_tree,
     get_rng_states,
     load_checkpoint,
     model_differences,
@@ -75,7 +76,7 @@ class OnPolicyRunner:
         self.alg.broadcast_parameters()
         self.log_dir = log_dir if self.is_main else None
         self._writes_checkpoints = log_dir is not None  # on every rank: all take part in gathering rank states
-        self._normalizers_loaded = False  # init_from() loaded them: no warm-up
+        self._normalizers_seeded = False  # by init_from() or by the warm-up: no (further) warm-up
         self._other_rank_states: list[dict] | None = None  # gathered for the checkpoint being written
         self._current_learning_iteration = 0
         self.fresh_start = True  # no iteration completed or restored yet (learn() starts at 0 and warms up)
@@ -87,6 +88,9 @@ class OnPolicyRunner:
         # another observation, and a generator one draw further on, than the uninterrupted run.
         self._last_obs: TensorDict | None = None
         self._resume_obs: TensorDict | None = None
+        # The state at the last iteration boundary of this learn() call (_snapshot): what Ctrl-C rewinds to and saves.
+        self._boundary: dict | None = None
+        self._first_boundary: dict | None = None  # the one before the call's first iteration
         # rsl_rl's logger object: writer, log_dir, save_model, git_status_repos, ... (rank 0 logs, others keep quiet).
         self.logger = Logger(log_dir=log_dir, cfg=self.cfg, env_cfg=getattr(env, "cfg", None), num_envs=env.num_envs,
                              is_distributed=self.is_distributed, gpu_world_size=self.world_size,
@@ -198,11 +202,13 @@ class OnPolicyRunner:
         saved = None  # the iteration whose checkpoint was written last in this call
         budget = self.cfg.get("max_minutes")
         deadline = None if budget is None else time.monotonic() + 60.0 * float(budget)
+        self._boundary = self._first_boundary = self._snapshot(obs)  # before the first iteration: nothing to save
         try:
             for it in range(start, start + num_it):
                 obs, stats = self._iteration(it, obs, start, start + num_it)
                 # Before the save: the checkpoint holds the best value so far.
                 stop = self._evaluate(it, stats, last=it == start + num_it - 1)
+                self._boundary = self._snapshot(obs)  # iteration `it` is complete
                 if self._writes_checkpoints and it % self.save_interval == 0:
                     self._checkpoint(f"model_{it}.pt")
                     saved = it
@@ -217,14 +223,21 @@ class OnPolicyRunner:
                 if stop:
                     break
         except KeyboardInterrupt:
-            # The other ranks cannot be asked for their state now: rank 0's alone (the others continue rank 0's
-            # curricula on resume, see rlcore.runners.run_state).
-            path = self._save_unsaved(start, saved, gather=False)
+            # Ctrl-C lands anywhere: in a rollout (the env, generators and storage have moved on), in the update
+            # (weights and optimiser half-way), in the evaluation or in a save. Go back to the last iteration
+            # boundary and save that one, so the checkpoint is the iteration it names and a resume continues as the
+            # uninterrupted run would. The other ranks cannot be asked for their state now: rank 0's alone (the
+            # others continue rank 0's curricula on resume, see rlcore.runners.run_state).
+            completed = self._rewind()
+            path = self._save_unsaved(start, saved, gather=False) if completed else None
             if path is not None:
-                print(f"\n[rlcore] interrupted: saved {path}")
+                print(f"\n[rlcore] interrupted: saved {path} (iteration {self.current_learning_iteration + 1}, the "
+                      "last one completed)")
             raise
         finally:
             self._finish_clip(self.current_learning_iteration, force=True)  # a clip cut short is kept as it is
+            self._boundary = self._first_boundary = None
+        self._resume_obs = obs  # a later learn() call continues from here, as one longer call would
         self._save_unsaved(start, saved)  # the last one
         self.logger.stop_logging_writer()
         if self.log_dir is not None:  # what the curves say (rlcore.report's diagnosis); nothing without event files
@@ -242,8 +255,9 @@ class OnPolicyRunner:
         self.alg.train_mode()
         obs = self._resume_obs if self._resume_obs is not None else self.env.get_observations().to(self.device)
         self._resume_obs = None
-        if self.fresh_start and not self._normalizers_loaded:
+        if self.fresh_start and not self._normalizers_seeded:
             obs = self._warm_up_normalizers(obs)
+            self._normalizers_seeded = True
         self.logger.init_logging_writer()
         return obs
 
@@ -271,8 +285,9 @@ class OnPolicyRunner:
 
     def _save_unsaved(self, start: int, saved: int | None, gather: bool = True) -> str | None:
         """Checkpoint the last completed iteration of this ``learn`` call unless it was just saved; returns the
-        path (None: nothing to write, or not rank 0). ``gather=False``: rank 0 writes its own rank state only."""
-        if self._writes_checkpoints and start <= self.current_learning_iteration != saved:
+        path (None: nothing to write - no iteration completed in this call, or not rank 0). ``gather=False``: rank 0
+        writes its own rank state only."""
+        if self._writes_checkpoints and not self.fresh_start and start <= self.current_learning_iteration != saved:
             return self._checkpoint(f"model_{self.current_learning_iteration}.pt", gather=gather)
         return None
 
@@ -539,22 +554,59 @@ class OnPolicyRunner:
         return state
 
     def load_rank_state_dict(self, state: dict) -> None:
-        """Restore :meth:`rank_state_dict`'s output (keys it lacks, e.g. in an older checkpoint, stay as they are)."""
+        """Restore :meth:`rank_state_dict`'s output (keys it lacks, e.g. in an older checkpoint, stay as they are).
+
+        State that describes the env's episodes follows the env: the models' recurrent memory, the algorithm's
+        per-env counters and the logger's running returns and lengths are restored only together with the env's own
+        state. An env without ``load_state_dict`` (the plain VecEnv contract) starts fresh episodes, and so do they;
+        the run's totals (steps, time, the last episodes' means) continue either way.
+        """
         if "rng_states" in state:
             set_rng_states(state["rng_states"])
-        if "env_state" in state and callable(getattr(self.env, "load_state_dict", None)):
+        env_restored = "env_state" in state and callable(getattr(self.env, "load_state_dict", None))
+        if env_restored:
             self.env.load_state_dict(state["env_state"])
             self._env_running = True
             if "last_observations" in state:
                 self._resume_obs = TensorDict(dict(state["last_observations"]),
                                               batch_size=[self.env.num_envs]).to(self.device)
-        for name, h in (state.get("hidden_states") or {}).items():
-            if name in self.models and h is not None:
-                self.models[name].reset(hidden_state=h)
-        if "algorithm_state" in state and callable(getattr(self.alg, "load_rank_state_dict", None)):
-            self.alg.load_rank_state_dict(state["algorithm_state"])
+            for name, h in (state.get("hidden_states") or {}).items():
+                if name in self.models and h is not None:
+                    self.models[name].reset(hidden_state=h)
+            if "algorithm_state" in state and callable(getattr(self.alg, "load_rank_state_dict", None)):
+                self.alg.load_rank_state_dict(state["algorithm_state"])
         if "logger_state" in state and callable(getattr(self.logger, "load_state_dict", None)):
-            self.logger.load_state_dict(state["logger_state"])
+            self.logger.load_state_dict(state["logger_state"], episodes=env_restored)
+
+    def _snapshot(self, obs: TensorDict) -> dict:
+        """A copy of the run's state at an iteration boundary (what a checkpoint written now would hold, plus the
+        observation the next rollout starts from), for :meth:`_rewind`. About 7 ms on the default Go2 (1,024 envs),
+        0.2 % of an iteration."""
+        return {"iter": self._current_learning_iteration, "fresh_start": self.fresh_start,
+                "algorithm": copy_tree(self.alg.save()), "rank": copy_tree(self.rank_state_dict()),
+                "obs": obs.clone(), "last_obs": None if self._last_obs is None else self._last_obs.clone(),
+                "best": copy.deepcopy(self.best), "last_evaluation": copy.deepcopy(self.last_evaluation)}
+
+    def _rewind(self) -> bool:
+        """Go back to the last iteration boundary (:meth:`_snapshot`): weights, optimiser, normalisers, extensions,
+        generators, env (where it has ``load_state_dict``), recurrent memory, counters, logger, iteration and best
+        evaluation; the half-filled rollout storage is emptied. Returns whether that boundary ends an iteration of
+        the current ``learn`` call (False: interrupted before its first iteration completed)."""
+        b = self._boundary
+        if b is None:
+            return False
+        self.alg.load(b["algorithm"], None, True)
+        storage = getattr(self.alg, "storage", None)
+        if storage is not None:
+            storage.clear()
+        self.load_rank_state_dict(b["rank"])
+        env_restored = "env_state" in b["rank"] and callable(getattr(self.env, "load_state_dict", None))
+        self._resume_obs = b["obs"] if env_restored else None  # else the env is where the interrupt left it
+        self._last_obs = b["last_obs"]
+        self._current_learning_iteration, self.fresh_start = b["iter"], b["fresh_start"]
+        self.best, self.last_evaluation = b["best"], b["last_evaluation"]
+        return b is not self._first_boundary
+
 
     def load(self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None,
              load_optimizer: bool = True) -> dict:
@@ -567,6 +619,7 @@ class OnPolicyRunner:
         resumed = self.alg.load(ckpt, load_cfg, strict)
         if resumed:
             self.current_learning_iteration = int(ckpt.get("iter", 0))  # the setter also ends fresh_start
+            self._normalizers_seeded = True
             best = ckpt.get("best")
             if isinstance(best, dict) and best.get("metric") == self.cfg["keep_best"]:
                 self.best = dict(best)
@@ -599,7 +652,7 @@ class OnPolicyRunner:
         self._check_compatible(ckpt, path)
         self.alg.load(ckpt, {"optimizer": False}, True)
         policy_key = "student_state_dict" if hasattr(self.alg, "student") else "actor_state_dict"
-        self._normalizers_loaded = policy_key in ckpt
+        self._normalizers_seeded = policy_key in ckpt
         self._loaded_weights_only(ckpt)
         self.alg.broadcast_parameters()
         return ckpt.get("infos")

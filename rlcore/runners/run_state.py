@@ -22,6 +22,11 @@ the uninterrupted run's. What that takes falls in two kinds:
   generators       :func:`~rlcore.checkpoint.io.get_rng_states`   ``set_rng_states``
   ===============  ==============================================  ==============================
 
+The algorithm's rank state holds each extension's own (``Extension.rank_state_dict``: RND's reward normaliser keeps
+a running discounted return per env). State that describes the env's episodes - the recurrent memory, the
+algorithm's per-env counters, the logger's running returns and lengths - is restored only together with the env's
+state: an env without ``load_state_dict`` starts fresh episodes on resume, and that state starts afresh with it.
+
 The checkpoint holds rank 0's rank state at the top level (the keys of :data:`RANK_STATE_KEYS`, so a one-process
 checkpoint reads as before) and, written by a distributed run, every other rank's in ``other_ranks`` (a list, rank
 1 first), gathered to rank 0 when the checkpoint is written. A resume on the same number of ranks restores every

@@ -1,5 +1,6 @@
 """torchrun worker of ``test_resume_ranks.py``: each rank runs the resume-equality check of
-``tests/runners/resume_check.py`` (PPO, then Distillation from a distributed PPO teacher) and writes what differs.
+``tests/runners/resume_check.py`` (PPO; PPO with RND and symmetry; Distillation from a distributed PPO teacher) and
+writes what differs.
 
 Usage: ``torchrun --nproc_per_node=2 resume_worker.py <outdir>``; every rank writes ``<outdir>/rank<r>.pt``.
 """
@@ -25,6 +26,13 @@ def main(outdir: str) -> None:
                   "state": differences(result["full"], result["resumed"]), "num_steps": result["num_steps"],
                   "counter": result["full"]["runner.env.common_step_counter"],
                   "first_obs": result["full_steps"][0]["obs/policy"], "checkpoint": result["checkpoint"]}
+    ext_dir = os.path.join(outdir, "rnd_symmetry")  # per-env extension state: RND's reward normaliser (issue 52)
+    plan = go2_plan("ppo", ext_dir, extra=("extension=[rnd,symmetry]", "extension.rnd.reward_normalization=true"))
+    result = run_pair(plan, ext_dir, 4, rank=rank)
+    out["rnd_symmetry"] = {"steps": step_differences(result["full_steps"], result["resumed_steps"]),
+                           "state": differences(result["full"], result["resumed"]),
+                           "num_steps": result["num_steps"], "checkpoint": result["checkpoint"],
+                           "disc_return": result["full"]["runner.alg.extensions[0].reward_normalizer.disc_return"]}
     teacher_dir = os.path.join(outdir, "teacher")
     make_runner(go2_plan("ppo", teacher_dir), teacher_dir, rank).learn(1)
     student_dir = os.path.join(outdir, "student")

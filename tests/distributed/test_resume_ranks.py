@@ -1,7 +1,7 @@
 """A distributed resume continues every rank exactly (issue 40, defect 3): two Gloo ranks under torchrun.
 
-Each rank trains a small default ``task=go2`` PPO run 4 iterations, and a Distillation run from a distributed PPO
-teacher, then resumes both from the checkpoint of iteration 2 (``resume_worker.py``). Before the fix only rank 0
+Each rank trains a small default ``task=go2`` PPO run 4 iterations, the same with RND (reward normalisation on)
+and symmetry, and a Distillation run from a distributed PPO teacher, then resumes both from the checkpoint of iteration 2 (``resume_worker.py``). Before the fix only rank 0
 restored its env: rank 1 restarted its curricula (step counter 0, progress 0) while its gradients were averaged with
 rank 0's. Every rank's env steps and whole state must now equal its uninterrupted run's.
 """
@@ -42,7 +42,7 @@ def results(tmp_path_factory) -> dict:
 
 
 @pytest.mark.parametrize("rank", range(WORLD_SIZE))
-@pytest.mark.parametrize("run", ["ppo", "distillation"])
+@pytest.mark.parametrize("run", ["ppo", "rnd_symmetry", "distillation"])
 def test_every_rank_resumes_exactly(results, rank, run):
     got = results[rank][run]
     assert got["num_steps"] == 16
@@ -58,3 +58,14 @@ def test_ranks_are_distinct_and_the_checkpoint_holds_each(results):
     assert ckpt["world_size"] == 2 and len(ckpt["other_ranks"]) == 1
     assert ckpt["other_ranks"][0]["env_state"]["common_step_counter"] == ckpt["env_state"]["common_step_counter"]
     assert not torch.equal(ckpt["other_ranks"][0]["env_state"]["commands"], ckpt["env_state"]["commands"])
+
+
+def test_each_rank_keeps_its_own_rnd_reward_normaliser(results):
+    """Defect 3 of issue 52: RND's reward normaliser keeps a running discounted return per env, so per rank. On
+    fc0b074 it lived only in the shared RND state (rank 0's), and rank 1 resumed with rank 0's values (off by up to
+    4.53): ``rnd_symmetry`` above failed on rank 1 alone."""
+    ours = [results[r]["rnd_symmetry"]["disc_return"] for r in range(WORLD_SIZE)]
+    assert not torch.allclose(ours[0], ours[1])  # the ranks' envs differ, and so do their returns
+    ckpt = torch.load(results[0]["rnd_symmetry"]["checkpoint"], weights_only=True)
+    own = ckpt["other_ranks"][0]["algorithm_state"]["extensions"]["rnd"]["reward_disc_return"]
+    assert own.shape == ours[1].shape and not torch.equal(own, ckpt["rnd_state_dict"]["reward_normalizer.disc_return"])

@@ -75,3 +75,41 @@ def test_the_return_curve_holds_full_episodes_only(tmp_path):
     # Envs start at random points of their 24-step episodes: no full episode can end within the first 24 steps.
     assert min(returns) >= EPISODE // T and set(lengths.values()) == {float(EPISODE)}
     assert set(returns) == set(lengths) and max(returns) == 5
+
+
+class _WithoutState:
+    """The plain VecEnv contract: the pendulum without ``state_dict`` / ``load_state_dict`` (as the Gymnasium,
+    legged_gym and mjlab adapters and Isaac Lab are)."""
+
+    def __init__(self, env) -> None:
+        self.__dict__["_env"] = env
+
+    def __getattr__(self, name):
+        if name in ("state_dict", "load_state_dict"):
+            raise AttributeError(name)
+        return getattr(self._env, name)
+
+    def __setattr__(self, name, value) -> None:
+        setattr(self._env, name, value)
+
+
+def test_episode_bookkeeping_follows_an_env_that_is_not_restored(tmp_path):
+    """Defect 2 of issue 52: an env without state restarts its episodes on resume; the logger's per-env running
+    returns and lengths must restart with it. On fc0b074 they were restored, and episodes logged after the resume
+    were longer than the time limit (the old episodes' steps added to the new ones)."""
+    limit = 20
+    cfg = base_cfg(save_interval=100, num_steps_per_env=T)
+    first = OnPolicyRunner(_WithoutState(make_env(max_episode_length=limit)), cfg, str(tmp_path / "first"))
+    first.learn(3, init_at_random_ep_len=True)
+    saved = first.logger.state_dict()
+    assert float(torch.as_tensor(saved["episode_stats"]["cur_length"]).max()) > 0  # episodes under way when saved
+
+    resumed = OnPolicyRunner(_WithoutState(make_env(max_episode_length=limit, seed=5)), cfg, None)
+    resumed.load(str(tmp_path / "first" / "model_2.pt"))
+    assert float(resumed.logger.stats.cur_length.abs().max()) == 0.0  # fresh episodes, fresh bookkeeping
+    assert resumed.logger.tot_timesteps == saved["tot_timesteps"]  # the run's totals continue
+    lengths: list[float] = []
+    for _ in range(4):  # 4 iterations of 8 steps: episodes of the fresh env end within them
+        resumed.learn(1)
+        lengths += resumed.logger.stats.finished_lengths
+    assert lengths and max(lengths) <= limit, f"episodes longer than the time limit {limit}: {sorted(lengths)[-5:]}"

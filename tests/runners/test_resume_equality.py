@@ -81,3 +81,24 @@ def test_distillation_counters_are_the_envs_steps_since_reset(tmp_path):
     assert torch.equal(resumed.alg.episode_steps, env_age)
     weighted = (resumed.alg.episode_steps < 10).sum()
     assert int(weighted) == 0  # none of the 8 envs is weighted x4 at the next step (old code: 8 of 8)
+
+
+@pytest.mark.slow
+def test_two_learn_calls_continue_like_one(tmp_path):
+    """Defect 5 of issue 52: ``learn(2); learn(2)`` is ``learn(4)``. On fc0b074 the second call started from
+    ``env.get_observations()``, a fresh noisy draw that also moved the env's generator on (the actors differed by up
+    to 0.0167)."""
+    from resume_check import StepRecorder, with_generators
+
+    plan = go2_plan("ppo", str(tmp_path))
+    once = make_runner(plan, None)
+    record_once = StepRecorder(once.env)
+    once.learn(4, init_at_random_ep_len=True)
+    twice = make_runner(plan, None)
+    record_twice = StepRecorder(twice.env)
+    twice.learn(2, init_at_random_ep_len=True)
+    twice.learn(2, init_at_random_ep_len=True)
+    assert len(record_twice.steps) == len(record_once.steps) == 8 + 4 * 8  # the warm-up, then 4 rollouts
+    assert step_differences(record_once.steps, record_twice.steps) == []
+    diffs = differences(with_generators(once), with_generators(twice))
+    assert diffs == [], "\n".join(diffs[:20])
