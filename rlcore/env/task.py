@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -110,6 +111,8 @@ class UnknownTaskError(ConfigError, KeyError):
 
 _REGISTRY: dict[str, TaskSpec] = {}
 _entry_points_loaded = False
+#: Entry-point name -> why that task plugin was skipped (:func:`load_entry_points`).
+_BROKEN_PLUGINS: dict[str, str] = {}
 
 
 def register_task(task: TaskSpec | str, factory: Callable[..., VecEnv] | None = None, *,
@@ -127,7 +130,12 @@ def register_task(task: TaskSpec | str, factory: Callable[..., VecEnv] | None = 
 
 
 def load_entry_points() -> None:
-    """Register the tasks of every installed package's ``rlcore.tasks`` entry points (once per process)."""
+    """Register the tasks of every installed package's ``rlcore.tasks`` entry points (once per process).
+
+    One broken plugin must not hide the others: an entry point that does not load (its module fails to import) or
+    gives no :class:`TaskSpec` is skipped, named in one line on stderr, and remembered, so that asking for one of
+    its tasks says why it is missing (:func:`get_task`); every other task stays usable.
+    """
     global _entry_points_loaded
     if _entry_points_loaded:
         return
@@ -135,14 +143,25 @@ def load_entry_points() -> None:
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             loaded = ep.load()
-        except Exception as err:  # one broken plugin must not hide the others; say which one
-            raise ConfigError(f"task entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) does not load: "
-                              f"{type(err).__name__}: {' '.join(str(err).split())[:200]}") from err
-        for spec in loaded if isinstance(loaded, list | tuple) else [loaded]:
-            if not isinstance(spec, TaskSpec):
-                raise ConfigError(f"task entry point {ep.name} = {ep.value} gives a {type(spec).__name__}, not a "
-                                  "rlcore.env.task.TaskSpec (or a list of them).")
+        except Exception as err:  # the plugin's own error (an import that fails, a name it lacks), not rlcore's
+            _skip_plugin(ep, f"does not load: {type(err).__name__}: {' '.join(str(err).split())[:200]}")
+            continue
+        specs = list(loaded) if isinstance(loaded, list | tuple) else [loaded]
+        wrong = next((s for s in specs if not isinstance(s, TaskSpec)), None)
+        if wrong is not None:
+            _skip_plugin(ep, f"gives a {type(wrong).__name__}, not a rlcore.env.task.TaskSpec (or a list of them)")
+            continue
+        for spec in specs:
             _REGISTRY.setdefault(spec.name, spec)  # a task registered explicitly (register_task) wins
+
+
+def _skip_plugin(ep: metadata.EntryPoint, why: str) -> None:
+    """Leave out a broken task plugin: remember why (for :func:`get_task`'s error) and say so once, on rank 0."""
+    line = f"task entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) {why}"
+    _BROKEN_PLUGINS[ep.name] = line
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun every rank loads the plugins; one reports
+        print(f"[rlcore] skipped: {line}; its tasks are unavailable, the others are not affected.", file=sys.stderr,
+              flush=True)
 
 
 def import_task_module(module: str | None) -> None:
@@ -171,6 +190,8 @@ def get_task(name: str) -> TaskSpec:
         hint = "" if _REGISTRY.keys() - {"gym"} else (
             f" (no task package is installed: tasks register through the {ENTRY_POINT_GROUP!r} entry point, e.g. "
             "pip install -e . in rlcore's checkout)")
+        if _BROKEN_PLUGINS:  # the task may be one of theirs
+            hint += "; skipped, " + "; ".join(_BROKEN_PLUGINS.values())
         raise UnknownTaskError(f"unknown task {name!r}; registered tasks: {', '.join(list_tasks())}{hint}") from None
 
 
