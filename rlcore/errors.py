@@ -16,4 +16,13 @@ class ConfigError(ValueError, TypeError):
     """A configuration, command-line value or file named by the user cannot work; the message says what to do."""
 
 
-__all__ = ["ConfigError"]
+class MissingPathError(ConfigError, FileNotFoundError):
+    """A file or directory that the user named does not exist (a checkpoint, a run directory).
+
+    Raised where the user's path is checked, so that it is reported as a user error; a ``FileNotFoundError`` raised
+    anywhere else (a file missing from rlcore's own installation) stays a bug with its traceback. It is a
+    ``FileNotFoundError`` too, for code that already catches that.
+    """
+
+
+__all__ = ["ConfigError", "MissingPathError"]

@@ -22,7 +22,16 @@ import sys
 
 import numpy as np
 
-from rlcore.config.cli import UserError, check_counts, check_device, complete_args, parse_key_values, usage, user_errors
+from rlcore.config.cli import (
+    UserError,
+    check_counts,
+    check_device,
+    check_output_file,
+    complete_args,
+    parse_key_values,
+    usage,
+    user_errors,
+)
 from rlcore.config.schema import ExportCfg
 from rlcore.logging.video import control_period
 
@@ -190,9 +199,10 @@ def export(args: dict) -> dict:
     env = make_run_env(info, int(args["num_envs"]), device, int(args["seed"]))
     policy = make_run_policy(info, env, device)
     default_name = "policy.onnx" if fmt == "onnx" else "policy.pt"
-    output = os.path.abspath(args.get("output") or os.path.join(info.run_dir, "exported", default_name))
+    output = check_output_file("output", args.get("output") or os.path.join(info.run_dir, "exported", default_name))
 
-    recorded, observations, reference = record_stream(policy, env, device, int(args["verify_steps"]))
+    recorded, observations, reference = record_stream(policy, env, device, int(args["verify_steps"]),
+                                                      info.train_cfg.get("clip_actions"))
     rtol, atol = float(args["rtol"]), float(args["atol"])
     module = _command_integral_module(policy, env, args)
     if module is not None:  # the graph is the policy plus its integral loop: check the file against that
@@ -225,13 +235,17 @@ def _check_args(args: dict) -> tuple[str, str]:
     check_counts(args, ("num_envs", "verify_steps", "threads"))
     if not float(args["atol"]) > 0 or float(args["rtol"]) < 0:
         raise UserError(f"atol={args['atol']}, rtol={args['rtol']}: atol must be > 0 and rtol >= 0.")
+    if args.get("output"):
+        check_output_file("output", str(args["output"]))
     return fmt, check_device(args["device"])
 
 
-def record_stream(policy, env, device: str, steps: int) -> tuple[list, list, list]:
+def record_stream(policy, env, device: str, steps: int, clip: float | None = None) -> tuple[list, list, list]:
     """``(recorded inputs, observations, eager reference)`` for the check: first the observations the policy really
-    meets (the eager policy drives the task ``steps`` steps, recurrent state reset per episode), then the eager
-    policy's actions on that stream, one continuous sequence per env from a zero state."""
+    meets (the eager policy drives the task ``steps`` steps, recurrent state reset per episode, its actions clamped
+    to ``[-clip, clip]`` as training's ``runner.clip_actions`` clamped them, so that the env, and its last-action
+    observation, sees what it saw in training), then the eager policy's actions on that stream (the graph's output,
+    unclipped: the deployer applies the file's ``action_clip``), one continuous sequence per env from a zero state."""
     import torch
 
     recorded, observations = [], []

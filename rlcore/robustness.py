@@ -113,13 +113,16 @@ def resolve_policy(path: str) -> str:
 def load_interface(path: str) -> tuple[dict, RobustnessSuite]:
     """The file's rlcore interface and its task's robustness suite; a UserError if it is not ONNX, has no interface,
     its task has no robustness suite, or the interface lacks what the closed loop needs."""
-    from rlcore.deployment import read_onnx_interface
+    from google.protobuf.message import DecodeError
 
-    try:
-        meta = read_onnx_interface(path)
-    except Exception as err:
+    from rlcore.deployment import read_onnx_interface, upgrade_interface
+
+    try:  # reading the user's file: what can go wrong with the file itself is a user error
+        meta = read_onnx_interface(path, raw=True)
+    except (OSError, DecodeError, ValueError) as err:  # unreadable, not ONNX, metadata that is not JSON
         raise UserError(f"{path}: cannot read it as an ONNX model with rlcore metadata "
                         f"({' '.join(str(err).split())[:160]}).") from None
+    meta = upgrade_interface(meta) if meta else meta  # rlcore's own code: a failure here is a bug, not the file's
     if not meta:
         raise UserError(f"{path} has no rlcore interface in its metadata (rlcore.* metadata_props); export it with "
                         "this rlcore: python -m rlcore.export checkpoint=<run> format=onnx.")

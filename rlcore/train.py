@@ -52,6 +52,7 @@ from rlcore.config.cli import (
     compose,
     config_dir,
     exit_interrupted,
+    file_in_the_way,
     is_main_process,
     keep_interrupt_exit_status,
     one_line,
@@ -85,6 +86,7 @@ class TrainPlan:
     num_iterations: int | None = None  # learn()'s iterations: runner.max_iterations, less those done by a resumed run
     notices: list[str] = field(default_factory=list)
     source: dict | None = None  # the composed config it was made from (plain; run() checks it is the same)
+    record_dir: str | None = None  # where run() writes config.yaml, relative to the run directory (None: at its top)
 
 
 # ============================================================================ config -> train config
@@ -126,7 +128,8 @@ def _translate(c: dict, teacher_ckpt: dict | None, resume_ckpt: dict | None) -> 
     task = c["task"]
     train = {k: v for k, v in c["runner"].items() if k not in LEARN_ARGUMENTS}
     train.update({"seed": c["seed"], **{key: c["logger"][name] for key, name in RUNNER_LOGGER_KEYS.items()}})
-    train["task"] = {"name": task["name"], "num_envs": task["num_envs"], "env": dict(task.get("env") or {})}
+    train["task"] = {"name": task["name"], **({"module": task["module"]} if task.get("module") else {}),
+                     "num_envs": task["num_envs"], "env": dict(task.get("env") or {})}
     for part, key in zip(("actor", "critic"), alg.models):
         train[key] = c["model"][part]
     train["obs_groups"] = dict(task.get("obs_groups") or {})
@@ -196,8 +199,9 @@ def prepare(cfg) -> TrainPlan:
         diffs = resume_differences(resume_ckpt, resume_path, train_cfg)
         if diffs:
             raise UserError(f"resume={c['resume']}: '{resume_path}' was written for a different run: "
-                            + "; ".join(diffs) + ". Use the same task, model and algorithm options, or start afresh "
-                            "(init_from=<checkpoint> starts a new run from its weights).")
+                            + "; ".join(diffs) + ". A resume continues the run with its own settings, and these "
+                            "cannot change (its weights and env states are made for them): leave them out of the "
+                            "command, or start afresh (init_from=<checkpoint> starts a new run from its weights).")
         notices += _resume_rate_notice(resume_ckpt, train_cfg)
         done = int(resume_ckpt.get("iter", 0)) + 1  # iterations the run has completed
         num_iterations -= done
@@ -331,14 +335,9 @@ def _make_run_dir(hydra_cfg: DictConfig, argv: list[str]) -> tuple[list[str], st
 def _why_not_made(path: str, err: OSError) -> str:
     """``err``'s reason, naming the file that stands where a directory of ``path`` should be."""
     reason = err.strerror or one_line(err)
-    part = os.path.abspath(path)
-    while part and not os.path.lexists(part):
-        parent = os.path.dirname(part)
-        if parent == part:
-            break
-        part = parent
-    if os.path.lexists(part) and not os.path.isdir(part):
-        shown = os.path.relpath(part) if not os.path.isabs(path) else part
+    blocking = file_in_the_way(path)
+    if blocking is not None:
+        shown = os.path.relpath(blocking) if not os.path.isabs(path) else blocking
         return f"{reason} ('{shown}' is a file, not a directory)"
     return reason
 
@@ -349,10 +348,81 @@ def _quote(value: str) -> str:
 
 def _resume_run_dir(plan: TrainPlan, argv: list[str]) -> list[str]:
     """A resumed run continues in the run directory of its checkpoint (its checkpoints, logs and curves go on there),
-    unless ``hydra.run.dir=`` says otherwise."""
-    if plan.resume_path is None or any(a.startswith("hydra.run.dir=") for a in argv):
+    unless ``hydra.run.dir=`` says otherwise. In a directory that already holds a run's record, the resume keeps its
+    own beside it (``resumes/<first iteration>/``: Hydra's ``.hydra/`` and ``config.yaml``), so that the record of
+    how the earlier checkpoints were made is never rewritten (``rlcore.checkpoint.run_files``)."""
+    if plan.resume_path is None:
         return []
-    return [f"hydra.run.dir={_quote(os.path.dirname(os.path.abspath(plan.resume_path)))}"]
+    extra, run_dir = [], _given_run_dir(argv)
+    if run_dir is None and not any(a.startswith("hydra.run.dir=") for a in argv):
+        run_dir = os.path.dirname(os.path.abspath(plan.resume_path))
+        extra.append(f"hydra.run.dir={_quote(run_dir)}")
+    if run_dir is not None and _holds_a_record(run_dir):
+        from rlcore.checkpoint.run_files import new_record_dir
+
+        plan.record_dir = new_record_dir(run_dir, plan.cfg["runner"]["max_iterations"] - plan.num_iterations)
+        extra.append(f"hydra.output_subdir={_quote(os.path.join(plan.record_dir, '.hydra'))}")
+    return extra
+
+
+def _given_run_dir(argv: list[str]) -> str | None:
+    """The command's ``hydra.run.dir`` (its last one), None without one or when it is an interpolation."""
+    given = [a for a in argv if a.startswith("hydra.run.dir=")]
+    if not given:
+        return None
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    run_dir = str(OverridesParser.create().parse_override(given[-1]).value())
+    return None if "${" in run_dir else run_dir
+
+
+def _holds_a_record(run_dir: str) -> bool:
+    """Whether an earlier command left its record (``.hydra/``, ``config.yaml``) in ``run_dir``."""
+    return any(os.path.exists(os.path.join(run_dir, name)) for name in (".hydra", "config.yaml"))
+
+
+#: Keys of an earlier command that a resume does not take over: what it started from, not how it trained.
+_NOT_RESUMED = ("resume", "init_from", "teacher")
+
+
+def resume_command(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` of a ``resume=<run>`` command, completed with the run's own settings: the overrides of the command
+    that wrote the checkpoint (``rlcore.checkpoint.run_files.command_overrides``) first, then ``argv``'s, so that the
+    command line changes only what it names (what cannot change, such as the model or ``task.num_envs``, is then
+    refused by :func:`prepare` with the reason). Returns ``(argv, notice)``; ``argv`` unchanged (and no notice)
+    without ``resume=`` or a record of the run's command. A ``+key=`` of the run that the command sets again keeps
+    its ``+``."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from rlcore.checkpoint.io import find_checkpoint
+    from rlcore.checkpoint.run_files import command_overrides
+
+    parser = OverridesParser.create()
+    try:
+        parsed = parser.parse_overrides(argv)
+        resume = [o for o in parsed if o.key_or_group == "resume" and o.value() not in (None, "")]
+        checkpoint = find_checkpoint(str(resume[-1].value())) if resume else None
+        earlier = command_overrides(checkpoint) if checkpoint else None
+        earlier_parsed = parser.parse_overrides(earlier) if earlier else []
+    except (HydraException, OSError, ValueError):  # prepare() reports a bad resume= (or argv) in one line
+        return argv, None
+    if not earlier:
+        return argv, None
+    named = {o.key_or_group for o in parsed}
+    taken = [(text, o) for text, o in zip(earlier, earlier_parsed)
+             if o.key_or_group not in _NOT_RESUMED and not o.key_or_group.startswith("hydra")]
+    added = {o.key_or_group for _, o in taken if o.is_add()}
+    argv = list(argv)
+    for i, o in enumerate(parsed):  # the run added the key (+key=): the command's new value must add it as well
+        if o.key_or_group in added and not (o.is_add() or o.is_force_add() or o.is_delete()):
+            argv[i] = "+" + argv[i]
+    kept = [text for text, o in taken if o.key_or_group not in named]
+    changed = [a for a, o in zip(argv, parsed) if o.key_or_group not in ("resume", "hydra.run.dir")
+               and not o.key_or_group.startswith("hydra")]
+    notice = (f"resume: the run's own settings ({' '.join(kept) or 'the defaults'})"
+              + (f", changed by this command: {' '.join(changed)}" if changed else ""))
+    return kept + argv, notice
 
 
 def _distributed_overrides(hydra_cfg: DictConfig, plan: TrainPlan, argv: list[str]) -> list[str]:
@@ -419,8 +489,9 @@ def run(cfg: DictConfig, log_dir: str | None = None,
             where = f" after iteration {runner.current_learning_iteration + 1}" if what == "resume" else ""
             print(f"[rlcore] {done} from {path}{where}")
     if runner.is_main:
-        os.makedirs(log_dir, exist_ok=True)
-        OmegaConf.save(OmegaConf.create(c), os.path.join(log_dir, "config.yaml"))  # resolved, typed, defaults filled
+        record = os.path.join(log_dir, _record_dir(plan, log_dir))
+        os.makedirs(record, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(c), os.path.join(record, "config.yaml"))  # resolved, typed, defaults filled
         print(f"[rlcore] run directory: {log_dir}")
     try:
         hook = None if callback is None else (lambda it, stats: callback(runner, it, stats))
@@ -436,6 +507,20 @@ def run(cfg: DictConfig, log_dir: str | None = None,
         print(f"[rlcore] exported {path}")
     _finish_distributed()
     return path
+
+
+def _record_dir(plan: TrainPlan, log_dir: str) -> str:
+    """Where this command's ``config.yaml`` goes, relative to ``log_dir``: the plan's (``resumes/<it>`` of a resume
+    from the command line); a resume called from Python code into a directory with an earlier record gets its own
+    folder too; else the directory itself."""
+    if plan.record_dir is not None:
+        return plan.record_dir
+    if plan.resume_path is not None and _holds_a_record(log_dir):
+        from rlcore.checkpoint.run_files import new_record_dir
+
+        plan.record_dir = new_record_dir(log_dir, plan.cfg["runner"]["max_iterations"] - plan.num_iterations)
+        return plan.record_dir
+    return ""
 
 
 def _make_eval_env(c: dict, device: str):
@@ -652,8 +737,11 @@ def main(argv: list[str] | None = None) -> None:
         flags = {arg for arg in argv if arg.startswith("-")}
         if not flags:
             with user_errors():
+                argv, resumed = resume_command(argv)
                 hydra_cfg = compose(argv, return_hydra_config=True)
                 plan = prepare(hydra_cfg)
+                if resumed:
+                    plan.notices.insert(0, resumed)
                 argv = argv + _resume_run_dir(plan, argv)
                 argv = argv + _distributed_overrides(hydra_cfg, plan, argv)
                 if is_main_process():

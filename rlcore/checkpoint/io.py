@@ -12,6 +12,8 @@ import tempfile
 import numpy as np
 import torch
 
+from rlcore.errors import MissingPathError
+
 
 def save_atomic(obj: dict, path: str | os.PathLike) -> str:
     """``torch.save`` to a temporary file in the same directory, then rename: a crash never leaves a torn file."""
@@ -48,7 +50,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
     """Load with ``weights_only=True`` (tensors and plain containers only: a checkpoint never runs code)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"Checkpoint '{path}' does not exist.")
+        raise MissingPathError(f"Checkpoint '{path}' does not exist.")
     return torch.load(path, map_location=map_location, weights_only=True)
 
 
@@ -63,7 +65,7 @@ def find_checkpoint(path: str | os.PathLike) -> str:
     if os.path.isfile(path):
         return path
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"Checkpoint or run directory '{path}' does not exist.")
+        raise MissingPathError(f"Checkpoint or run directory '{path}' does not exist.")
     found = []
     for root, _, files in os.walk(path):
         for name in files:
@@ -71,11 +73,11 @@ def find_checkpoint(path: str | os.PathLike) -> str:
             if m:
                 found.append((int(m.group(1)), os.path.join(root, name)))
     if not found:
-        raise FileNotFoundError(f"No model_<iteration>.pt checkpoint in '{path}'.")
+        raise MissingPathError(f"No model_<iteration>.pt checkpoint in '{path}'.")
     folders = sorted({os.path.dirname(f) for _, f in found})
     if len(folders) > 1:
         listed = ", ".join(folders[:4]) + (f" and {len(folders) - 4} more" if len(folders) > 4 else "")
-        raise FileNotFoundError(f"'{path}' holds the checkpoints of {len(folders)} runs ({listed}); give one run "
+        raise MissingPathError(f"'{path}' holds the checkpoints of {len(folders)} runs ({listed}); give one run "
                                 f"directory or a model_<iteration>.pt file.")
     return max(found)[1]
 

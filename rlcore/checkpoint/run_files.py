@@ -1,16 +1,22 @@
 """A training run on disk: its checkpoints, the config that made them, and the policy they hold.
 
-A run directory (``logs/<task>/<date>_<time>/``) holds ``.hydra/config.yaml`` (the composed config, written
-by Hydra) and ``model_<it>.pt`` checkpoints, each of which also carries the runner's ``train_cfg`` with a
-``task`` entry (name, num_envs, env settings). ``play`` and ``export`` rebuild the task and the policy
-from these; ``train`` uses them to refuse, before anything runs, a checkpoint written for another
-task or model.
+A run directory (``logs/<task>/<date>_<time>/``) holds ``model_<it>.pt`` checkpoints, each of which carries the
+runner's ``train_cfg`` with a ``task`` entry (name, module, num_envs, env settings): a checkpoint's own record of how
+it was made, which ``play`` and ``export`` rebuild the task and the policy from, and ``train`` uses to refuse, before
+anything runs, a checkpoint written for another task or model.
+
+Each command that trained in the directory leaves its record: the first one's ``.hydra/`` (Hydra's composed config
+and the command's overrides) and ``config.yaml`` (resolved, checked) at the top, each ``resume=`` into the same
+directory its own, beside them in ``resumes/<first iteration>/`` (:func:`new_record_dir`), so that no record is
+rewritten after the fact. A resume takes the settings of the command that wrote its checkpoint
+(:func:`command_overrides`), and the new command changes only what it names.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
@@ -27,9 +33,9 @@ class RunInfo:
     checkpoint: str  # the model_<it>.pt file
     ckpt: dict  # its contents (weights_only load)
     train_cfg: dict  # the runner's nested train config stored in it
-    task: dict  # name, num_envs, env (+ obs_groups, ... when read from the run's Hydra config)
+    task: dict  # name, module, num_envs, env: the checkpoint's own train_cfg["task"] (:func:`checkpoint_task`)
     run_dir: str  # folder of the checkpoint
-    config: dict | None = None  # the run's composed Hydra config (resolved), when found
+    config: dict | None = None  # the composed Hydra config (resolved) of the command that wrote it, when found
     config_path: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -64,8 +70,66 @@ def open_checkpoint(path: str, what: str = "checkpoint") -> tuple[str, dict]:
     return file, ckpt
 
 
+#: Where each resume into a run directory keeps its record (``resumes/<first iteration>[-<n>]/``).
+RESUMES_DIR = "resumes"
+
+
+def run_records(run_dir: str) -> list[tuple[int, str]]:
+    """``(first iteration, folder)`` of each command that trained in ``run_dir`` and left a ``.hydra/`` record, in
+    the order they ran: the first command's (``run_dir`` itself, iteration 0) and each resume's."""
+    records = [(0, run_dir)] if os.path.isdir(os.path.join(run_dir, ".hydra")) else []
+    resumes = os.path.join(run_dir, RESUMES_DIR)
+    found = []
+    for name in os.listdir(resumes) if os.path.isdir(resumes) else []:
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", name)
+        if m and os.path.isdir(os.path.join(resumes, name, ".hydra")):
+            found.append((int(m.group(1)), int(m.group(2) or 1), os.path.join(resumes, name)))
+    return records + [(start, folder) for start, _, folder in sorted(found)]
+
+
+def new_record_dir(run_dir: str, first_iteration: int) -> str:
+    """The folder, relative to ``run_dir``, for the record of a resume whose first iteration is ``first_iteration``
+    (``resumes/<it>``; ``resumes/<it>-2``, ... when a resume from the same checkpoint already left one)."""
+    base, n = os.path.join(RESUMES_DIR, str(int(first_iteration))), 1
+    name = base
+    while os.path.exists(os.path.join(run_dir, name)):
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def checkpoint_record(checkpoint: str) -> str | None:
+    """The record folder (holding ``.hydra/``) of the command that wrote ``checkpoint``: of the commands that trained
+    in its directory, the last one that started at or before its iteration (``model_<it>.pt``; the last one when the
+    name carries no iteration). None when the directory has no record."""
+    run_dir = os.path.dirname(os.path.abspath(checkpoint))
+    records = run_records(run_dir)
+    m = re.fullmatch(r"model_(\d+)\.pt", os.path.basename(checkpoint))
+    if m:
+        records = [r for r in records if r[0] <= int(m.group(1))] or records[:1]
+    return records[-1][1] if records else None
+
+
+def command_overrides(checkpoint: str) -> list[str] | None:
+    """The command-line overrides (Hydra's ``.hydra/overrides.yaml``) of the command that wrote ``checkpoint``;
+    None when its run directory has no such record (a run made from Python code, a checkpoint copied elsewhere)."""
+    record = checkpoint_record(checkpoint)
+    path = os.path.join(record, ".hydra", "overrides.yaml") if record else None
+    if path is None or not os.path.isfile(path):
+        return None
+    try:
+        overrides = OmegaConf.to_container(OmegaConf.load(path))
+    except (OSError, OmegaConfBaseException, ValueError):
+        return None
+    return [str(o) for o in overrides] if isinstance(overrides, list) else None
+
+
 def find_run_config(checkpoint: str, levels: int = 2) -> str | None:
-    """The ``.hydra/config.yaml`` of the run a checkpoint belongs to (its folder or up to ``levels`` above)."""
+    """The ``.hydra/config.yaml`` of the command that wrote a checkpoint (:func:`checkpoint_record`), else the first
+    one found in its folder or up to ``levels`` above."""
+    record = checkpoint_record(checkpoint)
+    if record and os.path.isfile(os.path.join(record, ".hydra", "config.yaml")):
+        return os.path.join(record, ".hydra", "config.yaml")
     folder = os.path.dirname(os.path.abspath(checkpoint))
     for _ in range(levels + 1):
         candidate = os.path.join(folder, ".hydra", "config.yaml")
@@ -87,14 +151,24 @@ def load_run_config(path: str) -> dict | None:
 
 
 def checkpoint_task(ckpt: dict, checkpoint: str) -> tuple[dict | None, dict | None, str | None]:
-    """``(task, run config, run config path)`` of a checkpoint: the run's Hydra config first, then its train_cfg."""
+    """``(task, run config, run config path)`` of a checkpoint.
+
+    The task is the checkpoint's own record (``train_cfg["task"]``: what it was trained with, which no later command
+    can change); a key it lacks (``module`` in checkpoints written before it was stored) comes from the config of
+    the command that wrote it, when that config names the same task. A checkpoint without a task entry (an old
+    one) falls back to that config's task.
+    """
     config_path = find_run_config(checkpoint)
     config = load_run_config(config_path) if config_path else None
-    if config is not None and isinstance(config.get("task"), dict) and config["task"].get("name"):
-        return dict(config["task"]), config, config_path
+    from_config = config.get("task") if config is not None and isinstance(config.get("task"), dict) else None
     saved = (ckpt.get("train_cfg") or {}).get("task")
     if isinstance(saved, dict) and saved.get("name"):
-        return dict(saved), config, config_path
+        task = dict(saved)
+        if from_config and from_config.get("name") == task["name"] and "module" not in task:
+            task["module"] = from_config.get("module")
+        return task, config, config_path
+    if from_config and from_config.get("name"):
+        return dict(from_config), config, config_path
     return None, config, config_path
 
 

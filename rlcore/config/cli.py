@@ -286,6 +286,32 @@ def usage(command: str, schema: type, summary: str) -> str:
     return "\n".join(lines)
 
 
+# ============================================================================ output paths
+def file_in_the_way(directory: str) -> str | None:
+    """The existing file that stands where ``directory`` or one of its parents should be a directory (None when
+    there is none: every existing part of the path is a directory)."""
+    part = os.path.abspath(directory)
+    while not os.path.lexists(part):
+        parent = os.path.dirname(part)
+        if parent == part:
+            return None
+        part = parent
+    return None if os.path.isdir(part) else part
+
+
+def check_output_file(key: str, path: str) -> str:
+    """``path`` (the absolute form), a file a command is to write, once it can be: not an existing directory, and
+    no file where one of its directories should be; a UserError (one line) otherwise, before anything is loaded."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise UserError(f"{key}={path} is a directory; give the file to write, e.g. {key}="
+                        f"{os.path.join(path, 'policy.onnx')}.")
+    blocking = file_in_the_way(os.path.dirname(path))
+    if blocking is not None:
+        raise UserError(f"{key}={path}: '{blocking}' is a file, not a directory; choose another path.")
+    return path
+
+
 # ============================================================================ devices
 def check_device(device: str) -> str:
     """``device`` if this machine has it (``cpu``, ``cuda``, ``cuda:1``, ``mps``), else a UserError saying why."""
@@ -314,9 +340,10 @@ def check_device(device: str) -> str:
 
 # ============================================================================ error reporting
 #: Exceptions that mean "the user asked for something that cannot work", not "rlcore has a bug": rlcore's
-#: validation error (``ConfigError``, ``UserError`` is one) and a file that does not exist. Anything else,
-#: a ``ValueError`` or ``KeyError`` from inside training included, is reported with its traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
+#: validation error (``ConfigError``; ``UserError`` and ``rlcore.errors.MissingPathError`` are ones), raised where the
+#: user's input is checked. Nothing is classified by type after the fact: any other exception, a ``ValueError``,
+#: ``KeyError`` or ``FileNotFoundError`` from inside rlcore included, is reported as a bug with its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError,)
 
 #: Exit status of an unexpected error (a bug in rlcore or in the user's own code).
 BUG_EXIT = 1

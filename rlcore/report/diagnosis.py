@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from rlcore.errors import ConfigError
+from rlcore.errors import ConfigError, MissingPathError
 
 Scalars = Mapping[str, Sequence[tuple[int, float]]]
 """``{tag: [(iteration, value), ...]}``: the logged scalars of one run."""
@@ -97,11 +97,11 @@ def load_scalars(run_dir: str) -> dict[str, list[tuple[int, float]]]:
     the later value wins.
 
     Raises:
-        FileNotFoundError: ``run_dir`` does not exist.
+        MissingPathError: ``run_dir`` does not exist (a user error).
         ConfigError: ``run_dir`` holds no event file.
     """
     if not os.path.isdir(run_dir):
-        raise FileNotFoundError(f"run directory not found: {run_dir}")
+        raise MissingPathError(f"run directory not found: {run_dir}")
     if not glob.glob(os.path.join(glob.escape(run_dir), "*tfevents*")):
         raise ConfigError(f"no TensorBoard event files (events.out.tfevents.*) in {run_dir}: give a run directory "
                           "of rlcore.train trained with logger=tensorboard (logger=wandb and logger=none write none).")
@@ -615,7 +615,7 @@ def print_findings(run_dir: str, config: Mapping | None = None, file: TextIO | N
     """
     try:
         scalars = load_scalars(run_dir)
-    except (ConfigError, FileNotFoundError):
+    except ConfigError:  # MissingPathError is one
         return []  # logger=wandb / none: no curves on disk
     findings = diagnose(scalars, config)
     print(format_findings(findings), file=file or sys.stdout, flush=True)

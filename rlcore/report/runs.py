@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from rlcore.errors import MissingPathError
 from rlcore.report.diagnosis import Finding, diagnose, load_scalars
 
 #: Config keys that do not make two runs different experiments (a group of seeds shares everything else).
@@ -43,13 +44,13 @@ def find_runs(paths: list[str]) -> list[str]:
     deep) of one without, such as a Hydra sweep directory.
 
     Raises:
-        FileNotFoundError: a path does not exist.
+        MissingPathError: a path does not exist (a user error).
         ConfigError: a directory holds no event files, nor do its subdirectories.
     """
     runs = []
     for path in paths:
         if not os.path.isdir(path):
-            raise FileNotFoundError(f"run directory not found: {path}")
+            raise MissingPathError(f"run directory not found: {path}")
         if _has_events(path):
             runs.append(path)
             continue

@@ -193,9 +193,9 @@ class OnPolicyRunner:
         start = self.current_learning_iteration + (0 if self.fresh_start else 1)
         try:
             self._check_video_and_evaluation(start)  # rank 0's work
-        except BaseException:
+        except BaseException as err:
             if self.is_distributed:
-                _broadcast_flag(None, self.device)
+                _broadcast_flag(None, self.device, err)
             raise
         if self.is_distributed:
             _broadcast_flag(False, self.device)
@@ -476,9 +476,9 @@ class OnPolicyRunner:
         if self.is_main:
             try:
                 stop = self._evaluate_main(it, stats)
-            except BaseException:
+            except BaseException as err:
                 if self.is_distributed:
-                    _broadcast_flag(None, self.device)
+                    _broadcast_flag(None, self.device, err)
                 raise
         if self.is_distributed:
             stop = _broadcast_flag(stop, self.device)
@@ -720,16 +720,30 @@ class OnPolicyRunner:
         self.logger.stop_logging_writer()
 
 
-def _broadcast_flag(flag: bool | None, device: str) -> bool:
-    """Rank 0's ``flag`` on every rank (a collective). ``None`` (from rank 0) means that rank 0 failed: the other
-    ranks raise instead of waiting for it at a later collective."""
-    value = torch.tensor([-1.0 if flag is None else float(flag)], device=device)
+#: What rank 0 sends in place of its flag when it failed (:func:`_broadcast_flag`), by the kind of failure.
+_FAILED = {"bug": -1.0, "user": -2.0, "interrupt": -3.0}
+
+
+def _broadcast_flag(flag: bool | None, device: str, failure: BaseException | None = None) -> bool:
+    """Rank 0's ``flag`` on every rank (a collective). ``None`` (from rank 0) means that rank 0 failed with
+    ``failure``: the other ranks stop instead of waiting for it at a later collective, with an error of the same
+    kind, so that a user's mistake caught on rank 0 is a one-line user error on every rank (not a bug's traceback
+    there), Ctrl-C an interrupt, and only a bug a bug."""
+    kind = "user" if isinstance(failure, ConfigError) else "interrupt" if isinstance(failure, KeyboardInterrupt) \
+        else "bug"
+    value = torch.tensor([_FAILED[kind] if flag is None else float(flag)], device=device)
     dist.broadcast(value, src=0)
-    if value.item() < 0:
-        if dist.get_rank() == 0:
-            return False
-        raise RuntimeError("rank 0 failed during training (its own error is printed above); this rank stops too.")
-    return bool(value.item())
+    code = value.item()
+    if code >= 0:
+        return bool(code)
+    if dist.get_rank() == 0:
+        return False
+    rank = dist.get_rank()
+    if code == _FAILED["user"]:
+        raise ConfigError(f"rank {rank} stops: rank 0 stopped on the error above (a user error, printed by rank 0).")
+    if code == _FAILED["interrupt"]:
+        raise KeyboardInterrupt
+    raise RuntimeError(f"rank 0 failed during training (its own error is printed above); rank {rank} stops too.")
 
 
 def _non_finite_flags(obs: TensorDict, rewards: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ import pytest
 from cli_helpers import REPO_ROOT, TINY, assert_user_error, cli_env, run_module
 
 from rlcore.config.cli import BUG_EXIT, USER_ERROR_EXIT, user_errors
-from rlcore.errors import ConfigError
+from rlcore.errors import ConfigError, MissingPathError
 
 #: Runs ``rlcore.train`` with PPO.update replaced by one that fails like a library bug would.
 _BUGGY_TRAIN = """
@@ -50,10 +50,15 @@ def _exit_of(err: BaseException, capsys) -> tuple[int, list[str]]:
     return stop.value.code, [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
 
 
-def test_user_errors_are_config_errors_and_missing_files(capsys):
-    for err in (ConfigError("model.actor.x: unknown key"), FileNotFoundError("no such file: a.pt")):
+def test_user_errors_are_config_errors_raised_where_detected(capsys):
+    """A user error is raised as one where the user's input is checked (``ConfigError``; ``MissingPathError`` for a
+    path the user named); nothing is classified by exception type after the fact: a plain ``FileNotFoundError`` (a
+    schema file missing from a broken wheel, say) is a bug with its traceback (issue 52, item 9)."""
+    for err in (ConfigError("model.actor.x: unknown key"), MissingPathError("Checkpoint 'a.pt' does not exist.")):
         code, lines = _exit_of(err, capsys)
         assert code == USER_ERROR_EXIT and len(lines) == 1 and lines[0].startswith("error: "), lines
+    code, lines = _exit_of(FileNotFoundError("rlcore/schemas/interface.schema.json"), capsys)
+    assert code == BUG_EXIT and lines[0].startswith("Traceback") and lines[-1].startswith("error (unexpected):")
 
 
 def test_plain_value_and_key_errors_are_bugs(capsys):
