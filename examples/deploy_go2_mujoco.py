@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import mujoco
@@ -66,10 +68,10 @@ class Observer:
         self.reset()
 
     def reset(self) -> None:
-        self.past: dict[str, list[np.ndarray]] = {}  # each source group's frames of this episode, oldest first
+        self.past: dict[str, list[np.ndarray]] = {}  # each history source's last max(lags) frames, oldest first
 
     def __call__(self, quantities: dict[str, np.ndarray]) -> np.ndarray:
-        frames, parts = {}, []
+        frames, parts, depth = {}, [], {}
         for name, group in self.groups:
             if "history_of" in group:
                 continue
@@ -85,8 +87,9 @@ class Observer:
             assert group["order"] == "newest_first" and group["before_episode_start"] == "first_frame", group["order"]
             past = self.past.get(source) or [frames[source]]
             parts += [past[max(len(past) - lag, 0)] for lag in group["lags"]]
-        for name in frames:
-            self.past.setdefault(name, []).append(frames[name])
+            depth[source] = max(depth.get(source, 0), *group["lags"])
+        for name, keep in depth.items():  # a ring: older frames are never read, so memory stays flat in long runs
+            self.past[name] = (self.past.get(name, []) + [frames[name]])[-keep:]
         return np.concatenate(parts)
 
 
@@ -175,8 +178,10 @@ def main() -> None:
     parser.add_argument("policy"), parser.add_argument("scene")
     parser.add_argument("--commands", default="0:0,0,0 1:0.8,0,0 4:0,0,1 7:0.5,0,-1", help="time:vx,vy,wz ...")
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--teleop", action="store_true", help="keyboard commands in MuJoCo's viewer")
+    parser.add_argument("--teleop", action="store_true", help="keyboard commands in MuJoCo's viewer (needs a display)")
     args = parser.parse_args()
+    if args.teleop and sys.platform.startswith("linux") and not any(map(os.environ.get, ("DISPLAY", "WAYLAND_DISPLAY"))):
+        raise SystemExit("--teleop needs a display (MuJoCo's viewer); DISPLAY is not set: use a desktop, ssh -X or xvfb-run.")
     dep = Deployer(args.policy, args.scene)
     dt, command = dep.meta["physics_dt"] * dep.meta["decimation"], np.zeros(3)
     script = [(float(t), [float(v) for v in c.split(",")]) for t, c in (p.split(":") for p in args.commands.split())]

@@ -111,6 +111,10 @@ class RunnerCfg:
     check_for_nan: bool = True  # stop with an error at the first non-finite observation, reward or loss
     normalizer_warmup_steps: Optional[int] = None  # steps that fill the normalisers before training (null: one rollout)
     log_interval: int = 1  # console and logger output every this many iterations
+    # what the console's first line leads with: return (the full episodes' mean return) or a task metric by name, as
+    # runner.keep_best names it; a task file sets it where the return is not the number to watch (task=go2:
+    # lin_vel_error); docs/cli.md#the-console
+    headline_metric: str = "return"
     init_at_random_ep_len: bool = True  # start the envs at random episode lengths (learn()'s argument)
     video_interval: int = 0  # a clip of env 0 every this many iterations into <run>/videos/ (0: off)
     video_length: int = 150  # frames (control steps) per clip

@@ -3,7 +3,12 @@
 :class:`Logger` is the runner's ``logger`` attribute, with rsl_rl 5.x's interface (``writer``, ``log_dir``,
 ``save_model``, ``git_status_repos``, ...), so runner subclasses written for rsl_rl work unchanged.
 
-Scalars written every iteration (TensorBoard tags; the console shows the first four):
+The console prints one block per iteration (docs/cli.md#the-console): its first line leads with the task's headline
+metric (``runner.headline_metric``: ``return``, the default, or a task metric such as Go2's ``lin_vel_error``), then
+the full episodes' return and length and ``reward/step``, then speed and ETA; the next lines hold the losses and the
+task's metrics (:func:`console_env_metrics`).
+
+Scalars written every iteration (TensorBoard tags):
 
 - ``Episode/mean_return``, ``Episode/mean_length``: mean return and length of the *full* episodes (started from a
   reset) that ended in the iteration; an iteration without one repeats the last values; none before the first.
@@ -12,7 +17,8 @@ Scalars written every iteration (TensorBoard tags; the console shows the first f
   as a falling return.
 - ``Episode/finished``: full episodes that ended; ``Episode/finished_partial``: partial (first) ones that ended.
 - ``Episode/mean_reward_per_step``: mean reward over every env and step of the rollout, meaningful from the first
-  iteration (the console's ``reward/step``).
+  iteration (the console's ``reward/step``). It is the reward of the actions that drove the envs, exploration noise
+  included: a PPO run's (std 1.0 at the start) is lower than a distillation run's (the student collects with std 0.1).
 - ``Env/<key>``: the task's ``extras["log"]`` entries (mean over the steps where finite), the key without its
   leading "/" (``Env/metrics/lin_vel_error``; the console shows ``lin_vel_error``).
 - ``Loss/<name>``, ``Loss/learning_rate``, ``Perf/steps_per_s``, ``Perf/collection_time``, ``Perf/learning_time``,
@@ -25,6 +31,7 @@ import dataclasses
 import math
 import os
 import pathlib
+import re
 import subprocess
 import time
 from collections import deque
@@ -201,6 +208,55 @@ def metric_name(key: str) -> str:
     """A task's ``extras["log"]`` key as the logs name it: without leading "/" (``"/metrics/x"`` -> ``"metrics/x"``;
     written as ``Env/metrics/x``, shown as ``x``)."""
     return key.lstrip("/")
+
+
+def find_log_key(keys, name: str) -> str | None:
+    """The key of ``keys`` (``extras["log"]`` keys or their ``metric_name``) that metric ``name`` denotes, or None:
+    the full name (``metrics/lin_vel_error``) or its last part (``lin_vel_error``), a last part ``<name>_now`` (a
+    per-step value, meaningful from the first step) before ``<name>`` (a mean over finished episodes). The same rule
+    serves ``runner.keep_best``, ``runner.stop_at`` and ``runner.headline_metric``."""
+    stripped = {k: k.strip("/") for k in keys}
+    for k, s in stripped.items():
+        if s == name.strip("/"):
+            return k
+    for want in (name + "_now", name):
+        for k, s in stripped.items():
+            if s.rsplit("/", 1)[-1] == want:
+                return k
+    return None
+
+
+#: A task's own episode means (classic tasks' ``episode_return_mean``, the Gymnasium adapter's ``episode_return``):
+#: they average the partial first episodes too, so the console leaves them out beside its full-episode return.
+_EPISODE_MEANS = re.compile(r"(^|/)episode_(return|length)(_mean)?$")
+
+
+def console_env_metrics(stats: dict, leave_out: str | None = None) -> dict[str, float]:
+    """``{shown name: value}`` of the task metrics (``Env/<key>``) the console lists: finite values, not reward terms
+    (``reward/...``), not the task's own episode means (``episode_return_mean``, ...), not ``leave_out`` (the
+    headline, shown on the first line). All of them are still written (``Env/<key>``)."""
+    out = {}
+    for key, value in stats.items():
+        name = key.removeprefix("Env/")
+        if (not key.startswith("Env/") or name.startswith("reward/") or _EPISODE_MEANS.search(name)
+                or name == leave_out or not math.isfinite(value)):
+            continue
+        out[name.removeprefix("metrics/")] = value
+    return out
+
+
+def headline_text(stats: dict, metric: str) -> tuple[str | None, str | None]:
+    """``(text, key)`` of the console's headline ``metric`` (``runner.headline_metric``): ``(None, None)`` for
+    ``return`` (the episode text leads), ``("lin_vel_error_now 0.4213", "metrics/lin_vel_error_now")`` for a task
+    metric (``n/a`` while it has no value), ``(None, None)`` when the task reports no such metric."""
+    if metric == "return":
+        return None, None
+    key = find_log_key([k.removeprefix("Env/") for k in stats if k.startswith("Env/")], metric)
+    if key is None:
+        return None, None
+    value = float(stats["Env/" + key])
+    shown = f"{value:.4g}" if math.isfinite(value) else "n/a"
+    return f"[bold]{key.removeprefix('metrics/')}[/bold] [cyan]{shown}[/cyan]", key
 
 
 class Logger:
@@ -389,8 +445,8 @@ class Logger:
         """Write iteration ``it``'s scalars, print the console block, upload new videos; return the episode stats.
 
         ``start_it`` is this ``learn`` call's first iteration and ``total_it`` its end (exclusive). The console
-        block is printed every ``cfg["log_interval"]`` iterations and on the last one; ``print_minimal`` leaves
-        the env's metrics out of it (``width`` and ``pad`` are accepted for rsl_rl's signature; rlcore's block
+        block is printed every ``cfg["log_interval"]`` iterations and on the last one, led by
+        ``cfg["headline_metric"]``; ``print_minimal`` leaves the env's metrics out of it (the headline stays) (``width`` and ``pad`` are accepted for rsl_rl's signature; rlcore's block
         is compact).
         """
         ep = self.stats.collect()
@@ -408,8 +464,8 @@ class Logger:
             self._report.t0 -= collect_time + learn_time  # the clock of this learn() call started one iteration ago
         interval = int(self.cfg.get("log_interval", 1) or 1)
         if it % interval == 0 or it == total_it - 1:
-            shown = {k: v for k, v in ep.items() if not (print_minimal and k.startswith("Env/"))}
-            self._report.print(it, collection_size, collect_time, learn_time, shown, loss_dict)
+            self._report.print(it, collection_size, collect_time, learn_time, ep, loss_dict,
+                               headline=str(self.cfg.get("headline_metric") or "return"), env_metrics=not print_minimal)
         if self.writer is not None and self.writer is not self._stopped:
             scalars = dict(ep)
             scalars.update({f"Loss/{k}": v for k, v in loss_dict.items() if k != "learning_rate"})
@@ -497,30 +553,38 @@ def plain_config(obj):
 
 
 class ConsoleReport:
-    """One compact rich-formatted block per iteration."""
+    """One compact rich-formatted block per iteration: the headline, return and speed; losses; the task's metrics."""
 
     def __init__(self, total_iterations: int, start_iteration: int = 0) -> None:
         self.console = Console(highlight=False, soft_wrap=True)
         self.total = total_iterations
         self.start = start_iteration
         self.t0 = time.perf_counter()
+        self._missing_said = False
 
-    def print(self, it: int, steps: int, collect_s: float, learn_s: float, stats: dict, losses: dict) -> None:
+    def print(self, it: int, steps: int, collect_s: float, learn_s: float, stats: dict, losses: dict,
+              headline: str = "return", env_metrics: bool = True) -> None:
+        """Print iteration ``it``'s block; ``headline``: the metric the first line leads with (``return`` or a task
+        metric, :func:`headline_text`); ``env_metrics=False`` leaves the task-metric line out."""
         done = it - self.start + 1
         elapsed = time.perf_counter() - self.t0
         eta = elapsed / done * (self.start + self.total - it - 1)
         fps = steps / max(collect_s + learn_s, 1e-9)
+        lead, lead_key = headline_text(stats, headline)
+        if headline != "return" and lead_key is None and not self._missing_said:
+            self._missing_said = True
+            names = ", ".join(sorted(k.removeprefix("Env/") for k in stats
+                                     if k.startswith("Env/") and not k.startswith("Env/reward/"))) or "none"
+            self.console.print(f"[rlcore] runner.headline_metric: the task reports no metric {headline!r} (its "
+                               f"metrics: {names}); the console leads with the return.")
         loss_txt = "  ".join(f"{k} {v:.4g}" for k, v in losses.items())
-        # The task's own metrics (extras["log"], e.g. tracking errors, terrain level); reward terms stay in the logs.
-        env_txt = "  ".join(f"{metric_name(k.removeprefix('Env/')).removeprefix('metrics/')} {v:.4g}"
-                            for k, v in stats.items()
-                            if k.startswith("Env/") and not k.startswith("Env/reward/") and math.isfinite(v))
-        if env_txt:
+        env_txt = "  ".join(f"{k} {v:.4g}" for k, v in console_env_metrics(stats, lead_key).items())
+        if env_txt and env_metrics:
             loss_txt += f"\n    {env_txt}"
+        first = f"{lead}  {episode_text(stats)}" if lead else episode_text(stats)
         self.console.print(
-            f"[bold]it {it + 1}/{self.start + self.total}[/bold]  {fps:,.0f} steps/s  "
-            f"(collect {collect_s:.2f}s, learn {learn_s:.2f}s)  {episode_text(stats)}  "
-            f"ETA {_fmt_time(eta)}\n    {loss_txt}"
+            f"[bold]it {it + 1}/{self.start + self.total}[/bold]  {first}  {fps:,.0f} steps/s  "
+            f"(collect {collect_s:.2f}s, learn {learn_s:.2f}s)  ETA {_fmt_time(eta)}\n    {loss_txt}"
         )
 
 

@@ -55,6 +55,7 @@ import torch
 
 from rlcore.checkpoint.io import get_rng_states, set_rng_states
 from rlcore.errors import ConfigError
+from rlcore.logging.logger import find_log_key  # metric names are the logger's (the console's headline resolves alike)
 
 STOP_FORM = ("'<metric> <op> <value>' with <op> one of <, <=, >, >= (e.g. runner.stop_at='return > -200' or "
              "runner.stop_at='lin_vel_error < 0.25')")
@@ -90,7 +91,8 @@ def parse_stop_at(text: str) -> StopRule:
 
 
 def check_settings(cfg: dict) -> None:
-    """Check the runner's video/evaluation keys of a train config (``cfg`` the runner section or the whole config).
+    """Check the runner's video, evaluation and headline keys of a train config (``cfg`` the runner section or the
+    whole config).
 
     Raises:
         ConfigError: one line naming the key, the bad value and what is accepted.
@@ -108,6 +110,10 @@ def check_settings(cfg: dict) -> None:
     if best is not None and (not isinstance(best, str) or not re.fullmatch(r"[A-Za-z_][\w/.]*", best)):
         raise ConfigError(f"runner.keep_best={best!r}: must be a metric name: 'return' or a task metric such as "
                           "'lin_vel_error' (null: off).")
+    headline = cfg.get("headline_metric", "return")
+    if not isinstance(headline, str) or not re.fullmatch(r"[A-Za-z_][\w/.]*", headline):
+        raise ConfigError(f"runner.headline_metric={headline!r}: must be a metric name: 'return' or a task metric "
+                          "such as 'lin_vel_error'.")
     if cfg.get("stop_at") is not None:
         parse_stop_at(cfg["stop_at"])
 
@@ -136,19 +142,6 @@ def is_better(value: float, best: float | None, direction: str) -> bool:
     if best is None or not math.isfinite(best):
         return True
     return value < best if direction == "min" else value > best
-
-
-def find_log_key(keys, name: str) -> str | None:
-    """The ``extras["log"]`` key that metric ``name`` denotes (see the module docstring), or None."""
-    stripped = {k: k.strip("/") for k in keys}
-    for k, s in stripped.items():
-        if s == name.strip("/"):
-            return k
-    for want in (name + "_now", name):
-        for k, s in stripped.items():
-            if s.rsplit("/", 1)[-1] == want:
-                return k
-    return None
 
 
 class Evaluation:

@@ -67,6 +67,12 @@ def go2_run(tmp_path_factory):
     return {"dir": run_dir, "proc": proc}
 
 
+def test_train_go2_console_leads_with_the_tracking_error(go2_run):
+    """task=go2's headline (runner.headline_metric=lin_vel_error) opens each iteration's first line (issue 52 item 15)."""
+    first = next(line for line in go2_run["proc"].stdout.splitlines() if line.startswith("it 1/"))
+    assert re.match(r"^it 1/2  lin_vel_error_now \d", first), first
+
+
 def test_train_go2_writes_a_run_directory(go2_run):
     run = go2_run["dir"]
     assert (run / ".hydra" / "config.yaml").is_file() and (run / "config.yaml").is_file()
