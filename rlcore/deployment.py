@@ -72,7 +72,19 @@ def recurrent_state_entry(name: str, shape: list) -> dict:
             "initial": 0.0, "reset": "episode_start"}
 
 
-def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | None = None) -> dict:
+def training_action_clip(task_clip: float | None, runner_clip: float | None) -> float | None:
+    """The bound on the actions the env received in training: the smaller of the runner's ``clip_actions`` (applied
+    before ``env.step``) and the task's own clip (applied inside it); None when neither clips.
+
+    Both clamp symmetrically, one after the other, so the env saw ``clip(action, -b, b)`` with this ``b``: the one
+    ``action_clip`` a deployer and every replay apply (docs/deployment.md).
+    """
+    clips = [float(c) for c in (task_clip, runner_clip) if c is not None]
+    return min(clips) if clips else None
+
+
+def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | None = None,
+                    action_clip: float | None = None) -> dict:
     """Everything a deployment program needs beside the graph, as JSON-able data (see :func:`write_onnx_metadata`;
     the layout, version :data:`INTERFACE_VERSION`, is described field by field in docs/deployment.md and checked
     by the JSON Schema :data:`SCHEMA_PATH`).
@@ -83,14 +95,17 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
         env: the task; its optional ``deployment_interface()`` (joint names, gains, observation layout, ...)
             is merged in, one key per entry.
         task: the train config's task name.
+        action_clip: the runner's ``clip_actions`` of the train config (None: the runner did not clip). The file's
+            ``action_clip`` is :func:`training_action_clip` of it and the task's own (``deployment_interface()``'s
+            ``action_clip``), so that it states what the env received in training; written whenever either clips.
 
     Keys written by rlcore itself: ``interface_version``, ``version``, ``task``, ``model``, ``inputs`` and
     ``outputs`` (names and shapes, ``"batch"`` for the batch axis), ``obs_groups`` (the 1D groups concatenated into
     the ``obs`` input, in order), ``recurrent_state`` (:func:`recurrent_state_entry` per state input; empty for a
     feed-forward policy), ``normalizer`` (where the observation normaliser is: inside the graph), ``control_dt``
     (seconds per policy step) and, when the task describes its groups, ``obs_layout``: each term of ``obs`` with
-    its columns ``input_start:input_stop`` in that input. Of the task's ``observation_groups`` only those the graph
-    reads are kept.
+    its columns ``input_start:input_stop`` in that input, and ``action_clip`` (see ``action_clip`` above). Of the
+    task's ``observation_groups`` only those the graph reads are kept.
     """
     shapes = {n: list(x.shape) for n, x in zip(module.input_names, module.example_inputs)}
     inputs, states = [], []
@@ -135,6 +150,9 @@ def policy_metadata(module: nn.Module, policy: nn.Module, env=None, task: str | 
         layout = obs_layout(groups_1d, described)
         if layout is not None:
             meta["obs_layout"] = layout
+    clip = training_action_clip(meta.get("action_clip"), action_clip)
+    if clip is not None:
+        meta["action_clip"] = clip
     return meta
 
 

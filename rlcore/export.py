@@ -6,10 +6,11 @@ back by ``rlcore.deployment.read_onnx_interface``) and, beside it, a JSON file (
 with its input/output names and shapes, the observation groups that make up each input, the normaliser
 statistics and the result of the check below.
 
-The check: the eager policy is run deterministically in the checkpoint's task for ``verify_steps`` steps
-and the observations are recorded; then the eager policy and the written file are both run on that
-recorded stream (from a zero recurrent state) and every output is compared. A difference beyond ``atol``
-(1e-5) fails loudly: exit status 1, and the file is renamed ``<file>.unverified``.
+The check: the eager policy is run deterministically in the checkpoint's task for ``verify_steps`` steps (its
+actions clipped to the run's ``runner.clip_actions``, as in training) and the observations are recorded; then
+the eager policy and the written file are both run on that recorded stream (from a zero recurrent state) and
+every output is compared. A difference beyond ``atol`` (1e-5) fails loudly: exit status 1, and the file is
+renamed ``<file>.unverified``.
 
 Run ``python -m rlcore.export --help`` for every key.
 """
@@ -116,6 +117,7 @@ def describe(policy, obs, fmt: str, info, output: str, env=None, module=None) ->
         "inputs": inputs,
         "outputs": outputs,
         "action_dim": int(policy.output_dim),
+        "action_clip": action_clip(info, env),
         "control_period_s": control_period(env) if env is not None else None,
         "normalizer": normalizer,
         "deterministic": True,
@@ -125,6 +127,17 @@ def describe(policy, obs, fmt: str, info, output: str, env=None, module=None) ->
                   "torch.jit.load(file)(*inputs) in the order of 'inputs'; recurrent modules keep their state, "
                   "call reset() to zero it"),
     }
+
+
+def action_clip(info, env=None) -> float | None:
+    """The bound training put on the actions the env received (None: none): the run's ``runner.clip_actions`` and
+    the task's own clip (its ``deployment_interface()``'s ``action_clip``), the smaller of the two; what the ONNX
+    interface's ``action_clip`` states and what the deployer applies to the graph's ``actions``."""
+    from rlcore.deployment import training_action_clip
+
+    hook = getattr(env, "deployment_interface", None)
+    task_clip = (hook() or {}).get("action_clip") if callable(hook) else None
+    return training_action_clip(task_clip, info.train_cfg.get("clip_actions"))
 
 
 def _max_diff(a, b, rtol: float = 0.0) -> float:
@@ -255,6 +268,8 @@ def record_stream(policy, env, device: str, steps: int, clip: float | None = Non
             observations.append(obs.clone())
             recorded.append(policy_inputs(policy, obs))
             actions = policy(obs, stochastic_output=False)
+            if clip is not None:
+                actions = actions.clamp(-float(clip), float(clip))
             obs, _, dones, _ = env.step(actions.to(env.device))
             obs = obs.to(device)
             policy.reset(dones.to(device))
@@ -308,7 +323,8 @@ def _write_and_verify(fmt: str, policy, env, info, output: str, recorded: list, 
 
     if fmt == "onnx":
         module = policy.as_onnx() if module is None else module
-        export_onnx(module, output, metadata=policy_metadata(module, policy, env, info.task["name"]))
+        export_onnx(module, output, metadata=policy_metadata(module, policy, env, info.task["name"],
+                                                             action_clip=info.train_cfg.get("clip_actions")))
         worst, step = verify_onnx(output, module, recorded, reference, rtol)
     else:
         export_jit(policy.as_jit(), output)

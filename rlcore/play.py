@@ -4,7 +4,9 @@
 With ``checkpoint=``, rebuilds the checkpoint's task (from the run's ``.hydra/config.yaml``, else the train config stored in the
 checkpoint), runs its policy deterministically (the mean action; recurrent state reset per finished
 episode), and prints each episode's return and length and the mean of the task's metrics
-(``extras["log"]`` entries, keys starting with "/").
+(``extras["log"]`` entries, keys starting with "/"), with a progress line whenever :data:`PROGRESS_S` seconds pass
+without one. Actions are clipped as in training: to the run's ``runner.clip_actions``, or an ONNX file's
+``action_clip``.
 
 - ``video=true`` writes an MP4 of env 0 (``env.render()``; MuJoCo tasks render offscreen: on a machine
   without a display set ``MUJOCO_GL=egl`` (GPU) or ``MUJOCO_GL=osmesa`` (CPU, ``apt-get install libosmesa6``)).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,20 +79,29 @@ class OnnxActor:
     @classmethod
     def for_policy(cls, path: str, policy, num_envs: int) -> OnnxActor:
         """``path`` run in place of the checkpoint's torch ``policy``; its inputs must be the policy's (a file exported
-        with a command integral has its state ``u_in`` besides them: it is driven by its own interface)."""
+        with a command integral has its state ``u_in`` besides them: it is driven by its own interface), and so must
+        the observation groups its interface says it reads. A UserError (one line) says how they differ."""
         try:
             meta = read_onnx_interface(path)
         except Exception:  # not an ONNX file: _onnx_session below says so in one line
             meta = {}
-        if meta.get("command_integral"):
-            return cls.from_interface(path, meta, num_envs)
         session = _onnx_session(path)
         reference = policy.as_onnx()
         expected = {name: tuple(x.shape) for name, x in zip(reference.input_names, reference.example_inputs)}
-        problems = _input_mismatches(expected, {i.name: tuple(i.shape) for i in session.get_inputs()})
+        given = {i.name: tuple(i.shape) for i in session.get_inputs()}
+        if meta.get("command_integral"):  # the loop's own state, fed back by the actor from the file's interface
+            given.pop(meta["command_integral"].get("state", "u_in"), None)
+        problems = _input_mismatches(expected, given)
+        groups = list(policy.obs_groups_1d)
+        if "obs_groups" in meta and list(meta["obs_groups"]) != groups:
+            problems.append(f"it reads the observation groups [{', '.join(meta['obs_groups'])}], the policy "
+                            f"[{', '.join(groups)}]")
         if problems:
-            raise UserError(f"onnx={path} does not match the checkpoint's policy ({type(policy).__name__}): "
+            task = f" (it is a policy for task {meta['task']})" if meta.get("task") else ""
+            raise UserError(f"onnx={path} does not match the checkpoint's policy ({type(policy).__name__}){task}: "
                             + "; ".join(problems) + ".")
+        if meta.get("command_integral"):
+            return cls.from_interface(path, meta, num_envs)
         groups_2d = list(policy.obs_groups_2d)
         state = {n: (expected[n][0], expected[n][2]) for n in reference.input_names if n in STATE_INPUTS}
         return cls(session, list(policy.obs_groups_1d), [n for n in reference.input_names if n in groups_2d], state,
@@ -169,6 +181,31 @@ class TorchActor:
         self.policy.reset(dones)
 
 
+class ClippedActor:
+    """``actor`` with its actions clamped to ``[-clip, clip]``: the clip training applied before ``env.step``
+    (``runner.clip_actions``; an exported file's ``action_clip``). Without it the env would receive, and its
+    last-action observation report, actions training never sent."""
+
+    def __init__(self, actor, clip: float) -> None:
+        self.actor, self.clip = actor, float(clip)
+
+    def __call__(self, obs) -> torch.Tensor:
+        return self.actor(obs).clamp(-self.clip, self.clip)
+
+    def reset(self, dones) -> None:
+        self.actor.reset(dones)
+
+
+def clipped(actor, clip: float | None):
+    """``actor`` as :class:`ClippedActor` with ``clip``, or unchanged when ``clip`` is None (training did not clip)."""
+    return actor if clip is None else ClippedActor(actor, clip)
+
+
+def _clip_label(clip: float | None, source: str) -> str:
+    """The start line's note on the action clip (empty without one)."""
+    return "" if clip is None else f", actions clipped to +-{float(clip):g} ({source})"
+
+
 @dataclass
 class PolicySource:
     """What ``play`` runs: a checkpoint (its torch policy, or ``onnx=`` in its place), or an ONNX file alone."""
@@ -216,8 +253,8 @@ def play(args: dict, env_overrides: dict | None = None) -> dict:
     max_len = int(torch.as_tensor(env.max_episode_length).max().item())
     per_env = math.ceil(episodes / num_envs)  # each env contributes at most this many episodes
     max_steps = int(args["max_steps"]) if args.get("max_steps") else per_env * max_len + 1
-    print(f"[rlcore] play: task={info.task['name']}, {source.label}, {num_envs} env(s), {episodes} episode(s), "
-          f"device={device}")
+    print(f"[rlcore] play: task={info.task['name']}, {source.label}, {num_envs} env(s), {episodes} episode(s) of "
+          f"up to {max_len} steps, device={device}", flush=True)
     writer = None
     if args["video"]:
         video_path = args.get("video_file") or os.path.join(source.video_dir, "videos", f"{source.video_stem}.mp4")
@@ -258,14 +295,15 @@ def policy_source(args: dict, device: str) -> PolicySource:
                             f"{info.task.get('name')}; leave task= out (the checkpoint's task is played) or give a "
                             f"{args['task']} checkpoint.")
         onnx = args.get("onnx")
+        clip = info.train_cfg.get("clip_actions")  # what training's runner applied before env.step
 
         def make_actor(env, num_envs: int):
             policy = make_run_policy(info, env, device)
-            return OnnxActor.for_policy(str(onnx), policy, num_envs) if onnx else TorchActor(policy)
+            return clipped(OnnxActor.for_policy(str(onnx), policy, num_envs) if onnx else TorchActor(policy), clip)
 
         model = (info.train_cfg.get(info.policy_set) or {}).get("class_name", "?")
         label = (f"checkpoint={info.checkpoint} (iteration {info.ckpt.get('iter', '?')}), policy="
-                 + (f"onnx {onnx}" if onnx else f"torch {model}"))
+                 + (f"onnx {onnx}" if onnx else f"torch {model}") + _clip_label(clip, "runner.clip_actions"))
         return PolicySource(info, make_actor, label, os.path.splitext(os.path.basename(info.checkpoint))[0],
                             info.run_dir)
     if args.get("pretrained"):
@@ -283,8 +321,10 @@ def policy_source(args: dict, device: str) -> PolicySource:
                    run_dir=os.path.dirname(os.path.abspath(path)))
     name = f"pretrained={args['pretrained']}" if args.get("pretrained") else f"onnx={path}"
     stem = os.path.splitext(os.path.basename(path))[0]
-    return PolicySource(info, lambda env, n: OnnxActor.from_interface(path, meta, n),
-                        f"{name} (onnxruntime, interface from the file)", stem, os.getcwd())
+    clip = meta.get("action_clip")  # the bound on what the env received in training (the rebuilt env applies it too)
+    return PolicySource(info, lambda env, n: clipped(OnnxActor.from_interface(path, meta, n), clip),
+                        f"{name} (onnxruntime, interface from the file)" + _clip_label(clip, "its action_clip"),
+                        stem, os.getcwd())
 
 
 def onnx_interface(path: str) -> dict:
@@ -315,9 +355,21 @@ def env_from_interface(meta: dict) -> dict:
 
 
 
+#: Seconds without output after which ``play`` prints a progress line (steps done, episodes finished): parallel
+#: episodes end together, a Go2 episode of 1,000 steps only after tens of seconds on a CPU.
+PROGRESS_S = 5.0
+
+
+def progress_line(steps: int, max_steps: int, finished: int, episodes: int, elapsed: float) -> str:
+    """The line ``play`` prints while no episode has ended for :data:`PROGRESS_S` seconds."""
+    return (f"[rlcore] play: step {steps} (at most {max_steps}), {finished} of {episodes} episode(s) finished, "
+            f"{elapsed:.0f} s")
+
+
 def run_episodes(env, actor, device: str, episodes: int, per_env: int, max_steps: int, writer, args: dict) -> dict:
     """Step ``env`` with ``actor`` until ``episodes`` have finished (at most ``per_env`` from each env) or
-    ``max_steps``; print each episode; returns returns, lengths, mean task metrics, steps (and the video path)."""
+    ``max_steps``; print each episode, and :func:`progress_line` after :data:`PROGRESS_S` seconds without one;
+    returns returns, lengths, mean task metrics, steps (and the video path)."""
     num_envs = env.num_envs
     returns = torch.zeros(num_envs, dtype=torch.float64)
     lengths = torch.zeros(num_envs, dtype=torch.long)
@@ -326,6 +378,7 @@ def run_episodes(env, actor, device: str, episodes: int, per_env: int, max_steps
     metric_sum: dict[str, float] = {}
     metric_n: dict[str, int] = {}
     steps = 0
+    start = last_output = time.monotonic()
     with torch.inference_mode():
         obs = env.get_observations().to(device)
         if writer is not None:
@@ -349,9 +402,14 @@ def run_episodes(env, actor, device: str, episodes: int, per_env: int, max_steps
                     counts[i] += 1
                     finished.append((i, float(returns[i]), int(lengths[i])))
                     print(f"episode {len(finished):3d}  env {i:3d}  return {float(returns[i]):12.3f}  "
-                          f"length {int(lengths[i])}")
+                          f"length {int(lengths[i])}", flush=True)
+                    last_output = time.monotonic()
                 returns[i] = 0.0
                 lengths[i] = 0
+            now = time.monotonic()
+            if now - last_output >= PROGRESS_S and len(finished) < episodes and steps < max_steps:
+                print(progress_line(steps, max_steps, len(finished), episodes, now - start), flush=True)
+                last_output = now
     result = {"returns": [r for _, r, _ in finished], "lengths": [n for _, _, n in finished],
               "metrics": {k: metric_sum[k] / metric_n[k] for k in sorted(metric_sum)}, "steps": steps,
               "video": writer.path if writer is not None else None}

@@ -694,12 +694,13 @@ class OnPolicyRunner:
     def export_policy_to_onnx(self, path: str, filename: str = "policy.onnx", verbose: bool = False) -> str:
         """Write the policy as ONNX with the task's deployment interface in its ``metadata_props``; the graph is the
         env's ``export_module(policy)`` where it has one (the task protocol, :mod:`rlcore.env.task`: e.g. the Go2's
-        integral loop on the command), else the policy's own."""
+        integral loop on the command), else the policy's own. Its ``action_clip`` is what ``_clip_actions`` and the
+        env applied in training."""
         policy = self.alg.get_policy()
         task_module = getattr(self.env, "export_module", None)
         module = (task_module(policy) if callable(task_module) else None) or policy.as_onnx(verbose)
         task = (self.cfg.get("task") or {}).get("name") if isinstance(self.cfg.get("task"), dict) else None
-        metadata = policy_metadata(module, policy, self.env, task)
+        metadata = policy_metadata(module, policy, self.env, task, action_clip=self.cfg.get("clip_actions"))
         return export_onnx(module, os.path.join(path, filename), metadata=metadata)
 
     def add_git_repo_to_log(self, repo_file_path: str) -> None:

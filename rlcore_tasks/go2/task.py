@@ -42,8 +42,9 @@ def make_go2_rough(**kwargs: Any) -> VecEnv:
 
 
 def env_from_interface(meta: dict) -> dict:
-    """Go2 env settings for replaying an exported file: its actuation, timing, observation layout and command ranges
-    (from the interface), on the nominal robot; the task's defaults for the rest."""
+    """Go2 env settings for replaying an exported file: its actuation, timing, physics (solver, spawn height),
+    observation layout, command ranges and reset randomisation (``spawn.training_randomisation``), from the
+    interface, on the nominal robot; the task's defaults for the rest."""
     from rlcore_tasks.go2.variants import overrides_from_interface
 
     overrides = overrides_from_interface(meta, episode_s=20.0)
@@ -54,8 +55,11 @@ def env_from_interface(meta: dict) -> dict:
         commands["heading"] = heading["range"]
     if "zero_below" in described:
         commands["zero_below"] = described["zero_below"]
+    spawn = meta.get("spawn") or {}
+    init = {k: v for k, v in overrides["init"].items() if k == "base_height"}
+    init.update(spawn.get("training_randomisation") or {})  # episodes start as in training
     return {"sim": {k: v for k, v in overrides["sim"].items() if k != "threads"}, "control": overrides["control"],
-            "obs": overrides["obs"], "rewards": overrides["rewards"], "commands": commands,
+            "init": init, "obs": overrides["obs"], "rewards": overrides["rewards"], "commands": commands,
             "domain_rand": overrides["domain_rand"]}
 
 

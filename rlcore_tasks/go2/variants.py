@@ -141,8 +141,10 @@ def _uniform(values: list, key: str) -> float:
 
 
 def overrides_from_interface(meta: dict, episode_s: float, threads: int | None = None) -> dict:
-    """Go2 config overrides (:func:`~rlcore_tasks.go2.config.make_config`) that reproduce ``meta``'s actuation, timing
-    and observation scales, with the task's randomness off (see :meth:`Go2VariantEnv.from_interface`)."""
+    """Go2 config overrides (:func:`~rlcore_tasks.go2.config.make_config`) that reproduce ``meta``'s actuation, timing,
+    physics (every ``solver`` field, ``spawn.base_height``) and observation scales, with the task's randomness off
+    (see :meth:`Go2VariantEnv.from_interface`). A field the file lacks (written before it existed) takes the task's
+    default."""
     groups = meta["observation_groups"]
     terms = {t["name"]: t for g in ("policy", "privileged") for t in (groups.get(g) or {}).get("terms", [])}
     obs = {"ang_vel_scale": terms["base_ang_vel"]["scale"], "command_scale": terms["velocity_commands"]["scale"],
@@ -160,16 +162,20 @@ def overrides_from_interface(meta: dict, episode_s: float, threads: int | None =
     if "policy_history" in groups:
         obs["history_length"] = int(groups["policy_history"]["frames"])
     solver = meta["solver"]
+    spawn = meta.get("spawn") or {}  # files before spawn was written: the task's default height
+    spawn_height = {"base_height": float(spawn["base_height"])} if "base_height" in spawn else {}
     return {
         "episode_length_s": float(episode_s),
         "sim": {"dt": meta["physics_dt"], "decimation": meta["decimation"], "solver_iterations": solver["iterations"],
                 "solver_ls_iterations": solver["ls_iterations"], "threads": threads,
                 "integrator": str(solver.get("integrator", "mjINT_EULER")).removeprefix("mjINT_").lower(),
-                "cone": str(solver.get("cone", "mjCONE_PYRAMIDAL")).removeprefix("mjCONE_").lower()},
+                "cone": str(solver.get("cone", "mjCONE_PYRAMIDAL")).removeprefix("mjCONE_").lower(),
+                **({"impratio": float(solver["impratio"])} if "impratio" in solver else {})},
         "control": {"kp": _uniform(meta["kp"], "kp"), "kd": _uniform(meta["kd"], "kd"),
                     "action_scale": meta["action_scale"], "clip_actions": meta["action_clip"],
                     "default_joint_pos": meta["default_joint_pos"]},
-        "init": {"joint_pos_scale": [1.0, 1.0], "base_lin_vel": 0.0, "base_ang_vel": 0.0, "random_yaw": False},
+        "init": {**spawn_height, "joint_pos_scale": [1.0, 1.0], "base_lin_vel": 0.0, "base_ang_vel": 0.0,
+                 "random_yaw": False},
         "commands": held_commands(),
         "obs": obs,
         "rewards": rewards,

@@ -145,6 +145,19 @@ def test_play_onnx_of_another_policy(trained_run, tmp_path, capsys):
     assert "does not match the checkpoint's policy (MLPModel)" in line and "input 'obs' has shape" in line
 
 
+def test_play_a_go2_onnx_file_on_a_pendulum_checkpoint(trained_run, capsys):
+    """The shipped Go2 file (its command-integral loop included) on a pendulum checkpoint: one line naming the
+    file's task and how its inputs differ, not a KeyError traceback from the Go2 observation groups (issue 52,
+    item 12)."""
+    from rlcore_tasks.go2.pretrained import PRETRAINED
+
+    path = PRETRAINED["go2_flat"].path
+    line = _user_error(play_cli.main, [f"checkpoint={trained_run['dir']}", f"onnx={path}", "episodes=1"], capsys)
+    assert f"onnx={path} does not match the checkpoint's policy (MLPModel) (it is a policy for task go2)" in line
+    assert "input 'obs' has shape ['batch', 270], the policy needs ['batch', 3]" in line
+    assert "observation groups [policy, policy_history], the policy [policy]" in line
+
+
 def test_export_refuses(trained_run, capsys):
     assert "format: Invalid value 'tflite', expected one of [onnx, jit]" in _user_error(
         export_cli.main, [f"checkpoint={trained_run['dir']}", "format=tflite"], capsys)

@@ -5,7 +5,7 @@ interface (version 2: joint order, gains, action law, timing, spawn state, obser
 recurrent state with its reset rule; docs/deployment.md) in its ``metadata_props``, so ``python -m rlcore.play pretrained=<name>`` and ``python -m rlcore.robustness`` rebuild
 the task from the file alone, with no checkpoint and no training::
 
-    python -m rlcore.play task=go2 pretrained=go2_flat video=true
+    python -m rlcore.play task=go2 pretrained=go2_flat episodes=1 video=true
 
 The task spec (:mod:`rlcore_tasks.go2.task`) hands this table to rlcore's tools.
 """
