@@ -309,12 +309,9 @@ def _make_run_dir(hydra_cfg: DictConfig, argv: list[str]) -> tuple[list[str], st
     Raises:
         UserError: the directory cannot be made or written into (a file in its path, no permission, ``/proc``).
     """
-    given = [a for a in argv if a.startswith("hydra.run.dir=")]
-    if given:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        run_dir = str(OverridesParser.create().parse_override(given[-1]).value())
-        if "${" in run_dir:  # an interpolation of the command's own: Hydra resolves it
+    if any(a.startswith("hydra.run.dir=") for a in argv):
+        run_dir = _given_run_dir(argv)
+        if run_dir is None:  # an interpolation of the command's own: Hydra resolves it
             return argv, None, False
     else:
         run_dir = str(hydra_cfg.hydra.run.dir)
@@ -358,11 +355,17 @@ def _resume_run_dir(plan: TrainPlan, argv: list[str]) -> list[str]:
         run_dir = os.path.dirname(os.path.abspath(plan.resume_path))
         extra.append(f"hydra.run.dir={_quote(run_dir)}")
     if run_dir is not None and _holds_a_record(run_dir):
-        from rlcore.checkpoint.run_files import new_record_dir
-
-        plan.record_dir = new_record_dir(run_dir, plan.cfg["runner"]["max_iterations"] - plan.num_iterations)
-        extra.append(f"hydra.output_subdir={_quote(os.path.join(plan.record_dir, '.hydra'))}")
+        extra.append(f"hydra.output_subdir={_quote(os.path.join(_claim_record_dir(plan, run_dir), '.hydra'))}")
     return extra
+
+
+def _claim_record_dir(plan: TrainPlan, run_dir: str) -> str:
+    """Set and return ``plan.record_dir``: a new ``resumes/<first iteration>`` folder of ``run_dir`` for this resume's
+    record (its first iteration: those the run had completed)."""
+    from rlcore.checkpoint.run_files import new_record_dir
+
+    plan.record_dir = new_record_dir(run_dir, plan.cfg["runner"]["max_iterations"] - plan.num_iterations)
+    return plan.record_dir
 
 
 def _given_run_dir(argv: list[str]) -> str | None:
@@ -516,10 +519,7 @@ def _record_dir(plan: TrainPlan, log_dir: str) -> str:
     if plan.record_dir is not None:
         return plan.record_dir
     if plan.resume_path is not None and _holds_a_record(log_dir):
-        from rlcore.checkpoint.run_files import new_record_dir
-
-        plan.record_dir = new_record_dir(log_dir, plan.cfg["runner"]["max_iterations"] - plan.num_iterations)
-        return plan.record_dir
+        return _claim_record_dir(plan, log_dir)
     return ""
 
 

@@ -553,8 +553,9 @@ class OnPolicyRunner:
             state["logger_state"] = self.logger.state_dict()
         return state
 
-    def load_rank_state_dict(self, state: dict) -> None:
-        """Restore :meth:`rank_state_dict`'s output (keys it lacks, e.g. in an older checkpoint, stay as they are).
+    def load_rank_state_dict(self, state: dict) -> bool:
+        """Restore :meth:`rank_state_dict`'s output (keys it lacks, e.g. in an older checkpoint, stay as they are);
+        returns whether the env's own state was restored.
 
         State that describes the env's episodes follows the env: the models' recurrent memory, the algorithm's
         per-env counters and the logger's running returns and lengths are restored only together with the env's own
@@ -577,6 +578,7 @@ class OnPolicyRunner:
                 self.alg.load_rank_state_dict(state["algorithm_state"])
         if "logger_state" in state and callable(getattr(self.logger, "load_state_dict", None)):
             self.logger.load_state_dict(state["logger_state"], episodes=env_restored)
+        return env_restored
 
     def _snapshot(self, obs: TensorDict) -> dict:
         """A copy of the run's state at an iteration boundary (what a checkpoint written now would hold, plus the
@@ -599,8 +601,7 @@ class OnPolicyRunner:
         storage = getattr(self.alg, "storage", None)
         if storage is not None:
             storage.clear()
-        self.load_rank_state_dict(b["rank"])
-        env_restored = "env_state" in b["rank"] and callable(getattr(self.env, "load_state_dict", None))
+        env_restored = self.load_rank_state_dict(b["rank"])
         self._resume_obs = b["obs"] if env_restored else None  # else the env is where the interrupt left it
         self._last_obs = b["last_obs"]
         self._current_learning_iteration, self.fresh_start = b["iter"], b["fresh_start"]
