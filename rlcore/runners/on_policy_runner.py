@@ -582,8 +582,8 @@ class OnPolicyRunner:
 
     def _snapshot(self, obs: TensorDict) -> dict:
         """A copy of the run's state at an iteration boundary (what a checkpoint written now would hold, plus the
-        observation the next rollout starts from), for :meth:`_rewind`. About 7 ms on the default Go2 (1,024 envs),
-        0.2 % of an iteration."""
+        observation the next rollout starts from), for :meth:`_rewind`. About 0.2 % of an iteration on the default Go2
+        (1,024 envs; ``bench/snapshot_cost.py``)."""
         return {"iter": self._current_learning_iteration, "fresh_start": self.fresh_start,
                 "algorithm": copy_tree(self.alg.save()), "rank": copy_tree(self.rank_state_dict()),
                 "obs": obs.clone(), "last_obs": None if self._last_obs is None else self._last_obs.clone(),
